@@ -1,0 +1,182 @@
+"""The `amodal` command line: validate, agents, init, schema (and more as the runtime grows)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from runtime import logs
+from runtime.bundle import Bundle
+from runtime.exceptions import AmodalError
+from runtime.repo import LoadResult, load_repo
+from runtime.scaffold import init_repo
+from runtime.schema import SCHEMA_NAMES, schema_text, write_schemas
+
+REPO_FILE = "amodal.json"
+
+
+def find_repo(start: Path) -> Path:
+    """The nearest folder holding amodal.json, from `start` upwards."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / REPO_FILE).is_file():
+            return folder
+    raise click.ClickException(
+        f"no agent repo here: no {REPO_FILE} in {start} or any folder above it. "
+        "Run `amodal init` to make one, or pass --repo PATH."
+    )
+
+
+class _Context:
+    def __init__(self, repo: Path | None) -> None:
+        self._repo = repo
+
+    @property
+    def repo(self) -> Path:
+        if self._repo is None:
+            return find_repo(Path.cwd())
+        if not (self._repo / REPO_FILE).is_file():
+            raise click.ClickException(f"--repo {self._repo}: there is no {REPO_FILE} there")
+        return self._repo
+
+    def load(self, *, offline: bool = False) -> LoadResult:
+        return load_repo(self.repo, offline=offline)
+
+    def bundle(self) -> Bundle:
+        """The bundle, or exit 1 after printing every error (commands that need a valid repo)."""
+        result = self.load()
+        _print_findings(result, as_json=False)
+        if result.bundle is None:
+            sys.exit(1)
+        return result.bundle
+
+
+@click.group()
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The agent repo (default: the nearest folder with amodal.json, from here upwards).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log informational events too.")
+@click.version_option(package_name="amodal-runtime", prog_name="amodal")
+@click.pass_context
+def main(context: click.Context, repo: Path | None, verbose: bool) -> None:
+    """A filesystem-defined agent runtime: this repo's agents, validated and run."""
+    logs.configure(10 if verbose else 30)
+    context.obj = _Context(repo)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the errors as a JSON list.")
+@click.option("--offline", is_flag=True, help="Check env: references by form only.")
+@click.pass_obj
+def validate(obj: _Context, as_json: bool, offline: bool) -> None:
+    """Check every file of the repo; exit 1 listing every error."""
+    result = obj.load(offline=offline)
+    _print_findings(result, as_json=as_json)
+    if result.bundle is None:
+        sys.exit(1)
+    if not as_json:
+        bundle = result.bundle
+        click.echo(
+            f"valid: {len(bundle.agents)} agents, {len(bundle.skills)} skills, "
+            f"{len(bundle.stores)} stores, {len(bundle.knowledge)} knowledge documents, "
+            f"{len(bundle.tools)} custom tools (version {bundle.version})",
+            err=True,
+        )
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.pass_obj
+def agents(obj: _Context, as_json: bool) -> None:
+    """List the agents: name, display name, role, description, and which is the default."""
+    bundle = obj.bundle()
+    rows = [
+        {
+            "name": agent.name,
+            "display_name": agent.display_name,
+            "description": agent.description,
+            "role": agent.role,
+            "default": agent.is_default,
+        }
+        for agent in sorted(bundle.agents.values(), key=lambda agent: agent.name)
+    ]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    _table(
+        ["NAME", "DISPLAY NAME", "ROLE", "DESCRIPTION"],
+        [
+            [
+                agent.name + (" (default)" if agent.is_default else ""),
+                agent.display_name,
+                agent.role or "",
+                agent.description,
+            ]
+            for agent in sorted(bundle.agents.values(), key=lambda agent: agent.name)
+        ],
+    )
+
+
+@main.command()
+@click.argument("path", type=click.Path(file_okay=False, path_type=Path), default=".")
+def init(path: Path) -> None:
+    """Create a new agent repo at PATH (default: here) that validates."""
+    try:
+        written = init_repo(path)
+    except AmodalError as error:
+        raise click.ClickException(str(error)) from error
+    for file in written:
+        click.echo(f"created {file}")
+    click.echo(f"next: cd {path} && amodal validate", err=True)
+
+
+@main.command()
+@click.argument("name", type=click.Choice(SCHEMA_NAMES), required=False)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write every schema as <name>.schema.json into this folder.",
+)
+def schema(name: str | None, out: Path | None) -> None:
+    """Print the JSON Schema of a file format, or write them all with --out."""
+    if out is not None:
+        for path in write_schemas(out):
+            click.echo(f"wrote {path}")
+        return
+    if name is None:
+        raise click.UsageError(f"name a schema ({', '.join(SCHEMA_NAMES)}) or pass --out DIR")
+    click.echo(schema_text(name), nl=False)
+
+
+def _print_findings(result: LoadResult, *, as_json: bool) -> None:
+    for warning in result.warnings:
+        click.echo(
+            f"{_location(warning.file, warning.line)}: warning: "
+            + (f"{warning.field}: " if warning.field else "")
+            + warning.message,
+            err=True,
+        )
+    if as_json:
+        click.echo(json.dumps([error.as_json() for error in result.errors], indent=2))
+        return
+    for error in result.errors:
+        click.echo(str(error))
+    if result.errors:
+        click.echo(f"{len(result.errors)} error(s): the repo is not valid", err=True)
+
+
+def _location(file: str, line: int | None) -> str:
+    return file if line is None else f"{file}:{line}"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> None:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        cells = [str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)]
+        click.echo("  ".join(cells).rstrip())

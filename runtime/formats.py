@@ -1,0 +1,330 @@
+"""The file formats of an agent repo, as strict pydantic models.
+
+These are the trust boundary: everything a person writes in amodal.json,
+agent.json (or agent.py, or AGENT.md frontmatter), SKILL.md frontmatter,
+stores/*.json and tools/*/tool.json is parsed here. Unknown keys are errors so a
+typo never becomes a silent default. The same models generate the JSON Schemas
+shipped for editors (`amodal schema`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    SecretStr,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
+from pydantic_core import CoreSchema
+
+TONES: dict[str, str] = {
+    "neutral": "Plain and even: state things directly, without flourish.",
+    "friendly": "Warm and approachable: speak like a helpful colleague.",
+    "concise": "Brief: lead with the answer, cut every word that does not carry weight.",
+    "formal": "Formal and precise: complete sentences, no slang, no jokes.",
+    "playful": "Light and playful: a little humour is welcome, clarity still comes first.",
+    "teacher": "Patient and explanatory: say why, build up step by step, check understanding.",
+    "technical": "Technical and exact: name things precisely, show the details an expert needs.",
+}
+"""The seven tones a persona may take, each with the words layered into the prompt."""
+
+BUILTIN_ROLES = ("planner", "designer", "builder", "tester", "reviewer", "researcher")
+CUSTOM_ROLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 -]{0,23}$")
+
+# Keys of amodal.json that the reference platform defines and this runtime does not implement.
+FOREIGN_REPO_KEYS = (
+    "packages",
+    "pages",
+    "platform",
+    "embed",
+    "sandbox",
+    "webTools",
+    "memory",
+    "proactive",
+    "stores",
+)
+
+
+class Strict(BaseModel):
+    """A file shape: camelCase keys, unknown keys rejected, immutable once parsed."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=False,
+        str_strip_whitespace=False,
+    )
+
+
+class Shorthand(Strict):
+    """A shape that may also be written as a bare string (its main field)."""
+
+    shorthand_schema: ClassVar[dict[str, Any]] = {"type": "string", "minLength": 1}
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"anyOf": [cls.shorthand_schema, handler(core_schema)]}
+
+
+# ---------------------------------------------------------------- amodal.json
+
+
+class ModelBinding(Shorthand):
+    model: Annotated[str, StringConstraints(min_length=1)]
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    provider: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"model": data} if isinstance(data, str) else data
+
+
+class Models(Strict):
+    main: ModelBinding | None = None
+    simple: ModelBinding | None = None
+    advanced: ModelBinding | None = None
+
+
+class McpServer(Strict):
+    transport: Literal["stdio", "http"]
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _transport_fields(self) -> McpServer:
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio server needs `command`")
+        if self.transport == "http" and not self.url:
+            raise ValueError("an http server needs `url`")
+        return self
+
+
+class Mcp(Strict):
+    servers: dict[str, McpServer] = Field(default_factory=dict)
+
+
+class JwtAuth(Strict):
+    key: SecretStr
+    algorithms: tuple[str, ...] = Field(min_length=1)
+    audience: str | None = None
+    issuer: str | None = None
+
+
+class ApiKey(Strict):
+    key: SecretStr
+    claims: dict[str, str]
+
+
+class Auth(Strict):
+    jwt: JwtAuth | None = None
+    api_keys: tuple[ApiKey, ...] = ()
+
+
+class Delegation(Strict):
+    max_runs_per_turn: int = Field(default=60, ge=1, le=1000)
+    max_concurrent: int = Field(default=16, ge=1, le=256)
+
+
+class Limits(Strict):
+    max_tool_calls: int = Field(default=25, ge=1, le=200)
+    max_tool_result_chars: int = Field(default=20_000, ge=1_000, le=1_000_000)
+    max_request_bytes: int = Field(default=1_048_576, ge=1_024, le=104_857_600)
+
+
+class FileTools(Strict):
+    root: str = "."
+
+
+class RepoConfig(Strict):
+    """amodal.json."""
+
+    name: Annotated[str, StringConstraints(min_length=1)]
+    version: Annotated[str, StringConstraints(min_length=1)]
+    description: str = ""
+    base_prompt: str | None = None
+    models: Models = Models()
+    mcp: Mcp = Mcp()
+    auth: Auth = Auth()
+    delegation: Delegation = Delegation()
+    limits: Limits = Limits()
+    file_tools: FileTools = FileTools()
+    # Accepted for compatibility with the reference platform; the loader warns about each.
+    packages: SkipJsonSchema[Any] = None
+    pages: SkipJsonSchema[Any] = None
+    platform: SkipJsonSchema[Any] = None
+    embed: SkipJsonSchema[Any] = None
+    sandbox: SkipJsonSchema[Any] = None
+    web_tools: SkipJsonSchema[Any] = None
+    memory: SkipJsonSchema[Any] = None
+    proactive: SkipJsonSchema[Any] = None
+    stores: SkipJsonSchema[Any] = None
+
+
+# ---------------------------------------------------------------- agents
+
+
+class Entry(Shorthand):
+    """A list entry: a name, or `{"name": ...}` (plus `conditional` in agent.py)."""
+
+    name: Annotated[str, StringConstraints(min_length=1)]
+    conditional: SkipJsonSchema[Any] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"name": data} if isinstance(data, str) else data
+
+
+class StoreAccess(Shorthand):
+    """A store entry: `"read"`, `"rw"` or `{"mode": ...}` (plus `conditional` in agent.py)."""
+
+    shorthand_schema: ClassVar[dict[str, Any]] = {"enum": ["read", "rw"]}
+
+    mode: Literal["read", "rw"]
+    conditional: SkipJsonSchema[Any] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_mode(cls, data: Any) -> Any:
+        return {"mode": data} if isinstance(data, str) else data
+
+
+class Persona(Strict):
+    tone: Literal["neutral", "friendly", "concise", "formal", "playful", "teacher", "technical"] | (
+        None
+    ) = None
+    personality: Annotated[str, StringConstraints(max_length=2000)] | None = None
+
+
+OneLine = Annotated[str, StringConstraints(max_length=120, pattern=r"^[^\r\n]*$")]
+
+
+class AgentConfig(Strict):
+    """agent.json, the `agent` dict of agent.py, or AGENT.md frontmatter (with `displayName`)."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=40)] | None = None
+    description: OneLine = ""
+    role: str | None = None
+    persona: Persona | None = None
+    tools: tuple[Entry, ...] = ()
+    skills: tuple[Entry, ...] = ()
+    subagents: tuple[Entry, ...] = ()
+    connections: tuple[Entry, ...] = ()
+    mcp: tuple[Entry, ...] = ()
+    stores: dict[str, StoreAccess] = Field(default_factory=dict)
+    max_tool_calls: int | None = Field(default=None, ge=1, le=200)
+    model_tier: Literal["simple", "default", "advanced"] = "default"
+    max_depth: int | None = Field(default=None, ge=1, le=5)
+    timeout: int | None = Field(default=None, ge=5, le=600)
+    target_output_min: int | None = Field(default=None, ge=50, le=4000)
+    target_output_max: int | None = Field(default=None, ge=50, le=4000)
+
+    @field_validator("role")
+    @classmethod
+    def _role(cls, role: str | None) -> str | None:
+        if role is None:
+            return None
+        if role.lower() in BUILTIN_ROLES:
+            return role.lower()
+        if not CUSTOM_ROLE.match(role):
+            raise ValueError(
+                f"a role is one of {', '.join(BUILTIN_ROLES)}, or a custom role of 1-24 letters, "
+                "digits, spaces and hyphens starting with a letter or digit"
+            )
+        return role
+
+    @model_validator(mode="after")
+    def _output_range(self) -> AgentConfig:
+        low, high = self.target_output_min, self.target_output_max
+        if low is not None and high is not None and low > high:
+            raise ValueError("targetOutputMin must not be greater than targetOutputMax")
+        return self
+
+
+class FrontmatterConfig(AgentConfig):
+    """AGENT.md frontmatter: agent.json's fields, with the display name as `displayName`."""
+
+    name: SkipJsonSchema[None] = None
+    display_name: Annotated[str, StringConstraints(min_length=1, max_length=40)] | None = None
+
+
+CONFIG_FIELDS = frozenset(field.alias or key for key, field in AgentConfig.model_fields.items())
+
+
+# ---------------------------------------------------------------- skills, stores, tools
+
+
+class SkillFrontmatter(Strict):
+    name: str | None = None
+    description: str | None = None
+    allowed_tools: tuple[str, ...] = ()
+
+
+class StoreField(Strict):
+    type: Literal["string", "number", "boolean", "datetime", "enum", "array", "object"]
+    nullable: bool = False
+    values: tuple[str, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+    item: StoreField | None = None
+    fields: dict[str, StoreField] | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> StoreField:
+        if (self.type == "enum") != (self.values is not None):
+            raise ValueError("`values` is required for an enum and only allowed for an enum")
+        if self.type == "enum" and not self.values:
+            raise ValueError("an enum needs at least one value")
+        if self.item is not None and self.type != "array":
+            raise ValueError("`item` is only allowed for an array")
+        if self.fields is not None and self.type != "object":
+            raise ValueError("`fields` is only allowed for an object")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError("`min` must not be greater than `max`")
+        return self
+
+
+class StoreEntity(Strict):
+    name: Annotated[str, StringConstraints(min_length=1)]
+    key: Annotated[str, StringConstraints(min_length=1)]
+    schema_: dict[str, StoreField] = Field(alias="schema", min_length=1)
+
+
+class StoreHistory(Strict):
+    versions: int = Field(ge=1, le=100)
+
+
+class StoreFile(Strict):
+    """stores/<name>.json."""
+
+    name: str | None = None
+    entity: StoreEntity
+    ttl: int | None = Field(default=None, ge=1)
+    history: StoreHistory | None = None
+    shared: bool = False
+
+
+class ToolFile(Strict):
+    """tools/<name>/tool.json."""
+
+    description: Annotated[str, StringConstraints(min_length=1)]
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    confirm: bool = False
+    timeout: float = Field(default=30, gt=0, le=600)

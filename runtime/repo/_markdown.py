@@ -1,0 +1,64 @@
+"""Just enough Markdown for agent files: YAML frontmatter, headings and sections."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+_FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A Markdown file split into its frontmatter and body, with line numbers kept."""
+
+    frontmatter: str | None  # the YAML text between the `---` lines, None when absent
+    body: str
+    body_line: int  # the file line where `body` starts
+    unclosed_frontmatter: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Heading:
+    level: int
+    title: str
+    index: int  # line index within the body
+
+
+def split(text: str) -> Document:
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip() != "---":
+        return Document(None, text, 1)
+    for index in range(1, len(lines)):
+        if lines[index].rstrip() == "---":
+            return Document("".join(lines[1:index]), "".join(lines[index + 1 :]), index + 2)
+    return Document(None, text, 1, unclosed_frontmatter=True)
+
+
+def headings(body: str) -> list[Heading]:
+    """The ATX headings of `body`, skipping fenced code blocks."""
+    found = []
+    fence: str | None = None
+    for index, line in enumerate(body.splitlines()):
+        marker = _FENCE.match(line)
+        if marker:
+            fence = None if fence == marker.group(1) else (fence or marker.group(1))
+            continue
+        if fence is None:
+            match = _HEADING.match(line)
+            if match:
+                found.append(Heading(len(match.group(1)), match.group(2).strip(), index))
+    return found
+
+
+def section(body: str, title: str) -> tuple[str, int] | None:
+    """The text under the level-2 heading `title` up to the next level-1/2 heading,
+    with its line index within the body; None without such a heading."""
+    lines = body.splitlines(keepends=True)
+    all_headings = headings(body)
+    for position, heading in enumerate(all_headings):
+        if heading.level == 2 and heading.title.lower() == title.lower():
+            end = next((h.index for h in all_headings[position + 1 :] if h.level <= 2), len(lines))
+            return "".join(lines[heading.index + 1 : end]), heading.index + 1
+    return None

@@ -1,0 +1,441 @@
+"""agents/<name>/: AGENT.md (required), agent.json, agent.py and CONTEXT.md, merged into one
+AgentDefinition per directory, plus the reserved `main` directory of unscoped chat."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime.bundle import (
+    MAIN_AGENT,
+    AgentDefinition,
+    Declared,
+    MainDefinition,
+    Origin,
+    StoreGrant,
+)
+from runtime.formats import CONFIG_FIELDS, AgentConfig, Entry, FrontmatterConfig
+from runtime.registry import FILE_TOOLS
+from runtime.repo import _markdown
+from runtime.repo._python import callable_line, predicate_problem, run_module
+from runtime.repo._reader import Reader
+from runtime.repo._report import Report, Source, format_field
+from runtime.templates import Template, check_template
+
+logger = logging.getLogger("amodal")
+
+AGENTS_DIR = "agents"
+AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+AGENT_FILES = ("AGENT.md", "agent.json", "agent.py", "CONTEXT.md")
+_LIST_FIELDS = ("tools", "skills", "subagents", "connections", "mcp")
+# Module-level names of agent.py that would be mistaken for configuration.
+_CONFIG_NAMES = CONFIG_FIELDS | set(AgentConfig.model_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class _Config:
+    """A parsed configuration and the file it came from."""
+
+    config: AgentConfig
+    source: Source
+    fields: frozenset[str]  # the aliases the file actually sets
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedAgents:
+    agents: list[AgentDefinition]
+    main: MainDefinition
+    broken: frozenset[str]  # agents that exist but failed to load: not "unknown" to others
+
+
+def load_agents(reader: Reader) -> LoadedAgents:
+    directory = reader.root / AGENTS_DIR
+    agents: list[AgentDefinition] = []
+    broken: set[str] = set()
+    main = MainDefinition(None, frozenset(), "")
+    if not directory.is_dir():
+        reader.report.warn(AGENTS_DIR, "the repo has no agents/ directory")
+        return LoadedAgents(agents, main, frozenset())
+    for entry in sorted(directory.iterdir()):
+        relative = reader.relative(entry)
+        if not entry.is_dir():
+            reader.report.warn(relative, "ignored: an agent is a folder `agents/<name>/`")
+        elif not (entry / "AGENT.md").is_file():
+            reader.report.warn(
+                relative,
+                "ignored: the folder has no AGENT.md, so it defines no "
+                "agent (add AGENT.md with the agent's prompt)",
+            )
+        elif not AGENT_NAME.match(entry.name):
+            reader.report.error(
+                relative,
+                f"agent name {entry.name!r} must be 1-64 lowercase "
+                "letters, digits, '-' or '_', starting with a letter or digit "
+                "(rename the folder)",
+            )
+        elif entry.name == MAIN_AGENT:
+            main = _load_main(reader, entry)
+        else:
+            agent = _load_agent(reader, entry)
+            if agent is not None:
+                agents.append(agent)
+            else:
+                broken.add(entry.name)
+    return LoadedAgents(agents, main, frozenset(broken))
+
+
+def _load_agent(reader: Reader, folder: Path) -> AgentDefinition | None:
+    report, name = reader.report, folder.name
+    base = f"{AGENTS_DIR}/{name}"
+    _warn_extra_files(reader, folder)
+    errors_before = len(report.errors)
+
+    prompt, front = _read_agent_md(reader, f"{base}/AGENT.md", allow_empty=False)
+    from_json = (
+        _read_agent_json(reader, f"{base}/agent.json")
+        if (folder / "agent.json").is_file()
+        else None
+    )
+    from_py = (
+        _read_agent_py(reader, folder / "agent.py", f"{base}/agent.py")
+        if (folder / "agent.py").is_file()
+        else None
+    )
+    from_front = _frontmatter_config(
+        report,
+        front,
+        has_files=(folder / "agent.json").is_file() or (folder / "agent.py").is_file(),
+    )
+    context = (
+        _read_context(reader, f"{base}/CONTEXT.md") if (folder / "CONTEXT.md").is_file() else None
+    )
+
+    if from_json and from_py:
+        overridden = sorted(from_json.fields & from_py.fields)
+        if overridden:
+            logger.warning(
+                "agent_definition_overrides_json",
+                extra={
+                    "event": "agent_definition_overrides_json",
+                    "agent": name,
+                    "fields": overridden,
+                },
+            )
+    if prompt is None:
+        return None
+    layers = [layer for layer in (from_front, from_json, from_py) if layer is not None]
+    definition = _definition(reader, name, layers, prompt, context)
+    return None if len(report.errors) > errors_before else definition
+
+
+def _definition(
+    reader: Reader, name: str, layers: list[_Config], prompt: Template, context: Template | None
+) -> AgentDefinition | None:
+    """Merge the configuration files (later layers win field by field) into a definition."""
+
+    def pick(alias: str) -> _Config | None:
+        chosen = None
+        for layer in layers:
+            if alias in layer.fields:
+                chosen = layer
+        return chosen
+
+    def value(alias: str, attribute: str) -> Any:
+        layer = pick(alias)
+        return getattr(layer.config, attribute) if layer else getattr(AgentConfig(), attribute)
+
+    entries: dict[str, tuple[Declared, ...]] = {}
+    for field in _LIST_FIELDS:
+        layer = pick(field)
+        items: tuple[Entry, ...] = getattr(layer.config, field) if layer else ()
+        entries[field] = tuple(
+            _declared(reader.report, layer, (field, index), item.name, item.conditional)
+            for index, item in enumerate(items)
+        )
+    store_layer = pick("stores")
+    stores = tuple(
+        StoreGrant(
+            store,
+            access.mode,
+            _origin(store_layer, ("stores", store)),
+            _predicate(reader.report, store_layer, ("stores", store), access.conditional),
+        )
+        for store, access in (store_layer.config.stores.items() if store_layer else ())
+    )
+    persona = value("persona", "persona")
+    display = value("displayName", "display_name") if pick("displayName") else value("name", "name")
+    return AgentDefinition(
+        name=name,
+        display_name=display or name,
+        description=value("description", "description"),
+        role=value("role", "role"),
+        tone=persona.tone if persona else None,
+        personality=persona.personality if persona else None,
+        tools=entries["tools"],
+        skills=entries["skills"],
+        subagents=entries["subagents"],
+        connections=entries["connections"],
+        mcp=entries["mcp"],
+        stores=stores,
+        max_tool_calls=value("maxToolCalls", "max_tool_calls"),
+        model_tier=value("modelTier", "model_tier"),
+        prompt=prompt,
+        context=context,
+        digest=reader.digest(f"{AGENTS_DIR}/{name}/"),
+    )
+
+
+def _origin(layer: _Config | None, path: tuple[str | int, ...]) -> Origin:
+    if layer is None:
+        return Origin("")
+    return Origin(layer.source.path, layer.source.line(path), format_field(path))
+
+
+def _declared(
+    report: Report,
+    layer: _Config | None,
+    path: tuple[str | int, ...],
+    name: str,
+    conditional: Any,
+) -> Declared:
+    return Declared(name, _origin(layer, path), _predicate(report, layer, path, conditional))
+
+
+def _predicate(
+    report: Report, layer: _Config | None, path: tuple[str | int, ...], conditional: Any
+) -> Any:
+    """The entry's predicate, after checking it may have one and that it is well-formed."""
+    if conditional is None or layer is None:
+        return None
+    line = layer.source.line((*path, "conditional"))
+    field = format_field((*path, "conditional"))
+    if layer.source.syntax != "python":
+        report.error(
+            layer.source.path,
+            "`conditional` is not allowed here: predicates are "
+            "Python functions and live in agent.py",
+            line=line,
+            field=field,
+        )
+        return None
+    problem = predicate_problem(conditional)
+    if problem:
+        report.error(
+            layer.source.path, problem, line=callable_line(conditional) or line, field=field
+        )
+        return None
+    return conditional
+
+
+def _read_agent_md(
+    reader: Reader, relative: str, *, allow_empty: bool
+) -> tuple[Template | None, tuple[dict[str, Any], Source] | None]:
+    """The prompt template and the frontmatter (data and source) of an AGENT.md."""
+    report = reader.report
+    text = reader.read(relative)
+    if text is None:
+        return None, None
+    document = _markdown.split(text)
+    if document.unclosed_frontmatter:
+        report.error(
+            relative,
+            "the frontmatter opened by `---` on line 1 is never closed (end it with a line `---`)",
+            line=1,
+        )
+        return None, None
+    front = None
+    if document.frontmatter is not None:
+        source = Source(relative, document.frontmatter, "yaml", first_line=2)
+        data = report.parse_yaml(source)
+        if data is not None and not isinstance(data, dict):
+            report.error(relative, "the frontmatter must be YAML key: value pairs", line=2)
+        elif isinstance(data, dict):
+            front = (data, source)
+
+    config_section = _markdown.section(document.body, "Config")
+    if config_section is not None:
+        report.warn(
+            relative,
+            "the `## Config` section is not parsed; put configuration in "
+            "agent.json, agent.py or the frontmatter",
+            line=document.body_line + config_section[1] - 1,
+        )
+    found = _markdown.section(document.body, "Prompt")
+    body, offset = found if found else (document.body, 0)
+    stripped = body.lstrip("\n")
+    first_line = document.body_line + offset + body[: len(body) - len(stripped)].count("\n")
+    prompt = stripped.rstrip()
+    if not prompt:
+        if not allow_empty:
+            report.error(
+                relative,
+                "the prompt is empty: write the agent's instructions in "
+                "AGENT.md" + (" under `## Prompt`" if found else ""),
+                line=document.body_line,
+            )
+        return None, front
+    if not _check_template(report, relative, prompt, first_line):
+        return None, front
+    return Template(prompt, relative, first_line), front
+
+
+def _read_context(reader: Reader, relative: str) -> Template | None:
+    text = reader.read(relative)
+    if text is None or not _check_template(reader.report, relative, text, 1):
+        return None
+    if not text.strip():
+        reader.report.warn(relative, "CONTEXT.md is empty")
+        return None
+    return Template(text, relative, 1)
+
+
+def _check_template(report: Report, relative: str, text: str, first_line: int) -> bool:
+    problems = check_template(text)
+    for line, message in problems:
+        report.error(relative, message, line=first_line + line - 1)
+    return not problems
+
+
+def _read_agent_json(reader: Reader, relative: str) -> _Config | None:
+    report = reader.report
+    text = reader.read(relative)
+    if text is None:
+        return None
+    source = Source(relative, text)
+    data = report.parse_json(source)
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        report.error(relative, "agent.json must be a JSON object", line=1)
+        return None
+    config = report.validate(AgentConfig, data, source)
+    return _Config(config, source, frozenset(data)) if config else None
+
+
+def _read_agent_py(reader: Reader, path: Path, relative: str) -> _Config | None:
+    report = reader.report
+    text = reader.read(relative)
+    if text is None:
+        return None
+    namespace = run_module(path, text, relative, report)
+    if namespace is None:
+        return None
+    source = Source(relative, text, "python")
+    misplaced = sorted(_CONFIG_NAMES & namespace.keys())
+    for name in misplaced:
+        report.error(
+            relative,
+            f"module-level {name!r} looks like configuration: put it inside the `agent` dict",
+            line=source.line(("<global>", name)),
+            field=name,
+        )
+    agent = namespace.get("agent")
+    if agent is None:
+        report.error(
+            relative,
+            "agent.py must bind a module-level `agent` dict with the same "
+            'fields as agent.json, e.g. agent = {"tools": [...]}',
+        )
+        return None
+    if not isinstance(agent, dict):
+        report.error(
+            relative,
+            f"`agent` must be a dict, got {type(agent).__name__}",
+            line=source.line(("<global>", "agent")),
+            field="agent",
+        )
+        return None
+    config = report.validate(AgentConfig, agent, source)
+    return _Config(config, source, frozenset(agent)) if config else None
+
+
+def _frontmatter_config(
+    report: Report, front: tuple[dict[str, Any], Source] | None, *, has_files: bool
+) -> _Config | None:
+    if front is None:
+        return None
+    data, source = front
+    if "name" in data:
+        report.error(
+            source.path,
+            "in AGENT.md frontmatter the display name is `displayName`",
+            line=source.line(("name",)),
+            field="name",
+        )
+        return None
+    if has_files:
+        for key in sorted(set(data) & (CONFIG_FIELDS | {"displayName"})):
+            report.error(
+                source.path,
+                f"{key!r} is configuration, and this agent has agent.json "
+                "or agent.py: keep each field in one file (move it there)",
+                line=source.line((key,)),
+                field=key,
+            )
+        data = {
+            key: value for key, value in data.items() if key not in CONFIG_FIELDS | {"displayName"}
+        }
+    config = report.validate(FrontmatterConfig, data, source)
+    return _Config(config, source, frozenset(data)) if config else None
+
+
+def _warn_extra_files(reader: Reader, folder: Path) -> None:
+    for entry in sorted(folder.iterdir()):
+        if entry.name not in AGENT_FILES and entry.name != "__pycache__":
+            reader.report.warn(
+                reader.relative(entry),
+                "ignored: an agent folder holds only " + ", ".join(AGENT_FILES),
+            )
+
+
+def _load_main(reader: Reader, folder: Path) -> MainDefinition:
+    """`agents/main/`: the prompt of unscoped chat; agent.json may only opt into file tools."""
+    report = reader.report
+    base = f"{AGENTS_DIR}/{MAIN_AGENT}"
+    prompt, front = _read_agent_md(reader, f"{base}/AGENT.md", allow_empty=True)
+    if front is not None:
+        report.warn(
+            f"{base}/AGENT.md",
+            "frontmatter of main is ignored: unscoped chat is not restricted",
+            line=2,
+        )
+    for ignored in ("agent.py", "CONTEXT.md"):
+        if (folder / ignored).is_file():
+            report.warn(f"{base}/{ignored}", f"ignored: main takes no {ignored}")
+    tools: frozenset[str] = frozenset()
+    if prompt is None:
+        if (folder / "agent.json").is_file():
+            report.warn(f"{base}/agent.json", "ignored: main/AGENT.md is empty")
+        return MainDefinition(None, tools, reader.digest(f"{base}/"))
+    if (folder / "agent.json").is_file():
+        parsed = _read_agent_json(reader, f"{base}/agent.json")
+        if parsed is not None:
+            tools = _main_tools(report, parsed)
+    return MainDefinition(prompt, tools, reader.digest(f"{base}/"))
+
+
+def _main_tools(report: Report, parsed: _Config) -> frozenset[str]:
+    for key in sorted(parsed.fields - {"tools"}):
+        report.warn(
+            parsed.source.path,
+            f"{key!r} is ignored: main/agent.json may only opt "
+            "unscoped chat into file tools through `tools`",
+            line=parsed.source.line((key,)),
+            field=key,
+        )
+    tools = set()
+    for index, entry in enumerate(parsed.config.tools):
+        if entry.name in FILE_TOOLS:
+            tools.add(entry.name)
+        else:
+            report.error(
+                parsed.source.path,
+                f"{entry.name!r}: main/agent.json `tools` may only "
+                f"list {', '.join(FILE_TOOLS)} (unscoped chat has every other tool)",
+                line=parsed.source.line(("tools", index)),
+                field=f"tools[{index}]",
+            )
+    return frozenset(tools)

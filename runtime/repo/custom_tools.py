@@ -1,0 +1,115 @@
+"""tools/<name>/: custom tools, a `tool.json` description plus an async Python handler."""
+
+from __future__ import annotations
+
+import re
+from types import MappingProxyType
+
+from jsonschema import SchemaError
+from jsonschema.validators import validator_for
+
+from runtime.bundle import CustomTool
+from runtime.formats import ToolFile
+from runtime.repo._python import handler_problem, run_module
+from runtime.repo._reader import Reader
+from runtime.repo._report import Source, format_field
+
+TOOLS_DIR = "tools"
+TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def load_custom_tools(reader: Reader) -> list[CustomTool]:
+    directory = reader.root / TOOLS_DIR
+    if not directory.is_dir():
+        return []
+    tools = []
+    for entry in sorted(directory.iterdir()):
+        relative = reader.relative(entry)
+        if not entry.is_dir():
+            reader.report.warn(relative, "ignored: a custom tool is a folder `tools/<name>/`")
+            continue
+        tool = _load_tool(reader, relative, entry.name)
+        if tool is not None:
+            tools.append(tool)
+    return tools
+
+
+def _load_tool(reader: Reader, relative: str, name: str) -> CustomTool | None:
+    report = reader.report
+    folder = reader.root / relative
+    if not TOOL_NAME.match(name):
+        report.error(
+            relative,
+            f"tool name {name!r} must be lowercase letters, digits and "
+            "underscores, starting with a letter (rename the folder)",
+        )
+        return None
+    if not (folder / "tool.json").is_file():
+        report.error(relative, "a custom tool needs tool.json (description, parameters)")
+        return None
+    if not (folder / "handler.py").is_file():
+        if (folder / "handler.ts").is_file():
+            report.error(
+                f"{relative}/handler.ts",
+                "TypeScript handlers are not supported by "
+                "this runtime: write handler.py with `async def handler(args, ctx)`",
+            )
+        else:
+            report.error(
+                relative, "a custom tool needs handler.py with `async def handler(args, ctx)`"
+            )
+        return None
+    spec = _load_spec(reader, f"{relative}/tool.json")
+    handler_file = f"{relative}/handler.py"
+    text = reader.read(handler_file)
+    namespace = run_module(folder / "handler.py", text, handler_file, report) if text else None
+    if spec is None or namespace is None:
+        return None
+    handler = namespace.get("handler")
+    problem = handler_problem(handler)
+    if problem is not None or handler is None:
+        report.error(handler_file, problem or "missing handler")
+        return None
+    return CustomTool(
+        name=name,
+        description=spec.description,
+        _parameters=MappingProxyType(spec.parameters),
+        confirm=spec.confirm,
+        timeout=spec.timeout,
+        handler=handler,
+        file=f"{relative}/tool.json",
+    )
+
+
+def _load_spec(reader: Reader, relative: str) -> ToolFile | None:
+    report = reader.report
+    text = reader.read(relative)
+    if text is None:
+        return None
+    source = Source(relative, text)
+    data = report.parse_json(source)
+    spec = report.validate(ToolFile, data, source) if data is not None else None
+    if spec is None:
+        return None
+    parameters = spec.parameters
+    try:
+        validator_for(parameters).check_schema(parameters)
+    except SchemaError as error:
+        path = ("parameters", *error.absolute_path)
+        report.error(
+            relative,
+            f"`parameters` is not a valid JSON Schema: {error.message}",
+            line=source.line(path),
+            field=format_field(path),
+        )
+        return None
+    if parameters.get("type") != "object":
+        report.error(
+            relative,
+            '`parameters` must be a JSON Schema with "type": "object" '
+            "(models call tools with an object of named arguments)",
+            line=source.line(("parameters",)),
+            field="parameters",
+        )
+        return None
+    return spec

@@ -1,0 +1,294 @@
+"""Reading a whole agent repo into a Bundle, or into the complete list of what is wrong."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from runtime.bundle import (
+    DEFAULT_AGENT,
+    MAIN_AGENT,
+    AgentDefinition,
+    Bundle,
+    CustomTool,
+    Declared,
+    StoreDefinition,
+)
+from runtime.exceptions import DefinitionError, DefinitionWarning, InvalidRepoError
+from runtime.registry import (
+    ToolInfo,
+    builtin_tools,
+    custom_tools,
+    duplicates,
+    store_ops,
+    store_tools,
+)
+from runtime.repo._reader import Reader
+from runtime.repo._report import Report, did_you_mean, known, normalized
+from runtime.repo.agents import load_agents
+from runtime.repo.config import load_config
+from runtime.repo.custom_tools import load_custom_tools
+from runtime.repo.knowledge import load_knowledge
+from runtime.repo.skills import LoadedSkill, load_skills
+from runtime.repo.stores import load_stores
+
+CONNECTIONS_DIR = "connections"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """What a load found: a bundle when the repo is valid, and every finding either way."""
+
+    bundle: Bundle | None
+    errors: tuple[DefinitionError, ...]
+    warnings: tuple[DefinitionWarning, ...]
+
+    @property
+    def ok(self) -> bool:
+        return self.bundle is not None
+
+
+def load_repo(
+    root: str | os.PathLike[str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    offline: bool = False,
+) -> LoadResult:
+    """Read and validate the agent repo at `root`; never raises for a problem in the repo.
+
+    `environ` resolves `env:NAME` references (default: the process environment);
+    `offline` checks only their form, for validating without the deployment's secrets.
+    """
+    report = Report()
+    reader = Reader(Path(root).resolve(), report)
+    config = load_config(reader, os.environ if environ is None else environ, offline)
+    stores = load_stores(reader)
+    knowledge = load_knowledge(reader)
+    tools = load_custom_tools(reader)
+    loaded_skills = load_skills(reader)
+    skills = loaded_skills.skills
+    connections = _connection_names(reader)
+    loaded_agents = load_agents(reader)
+    agents, main = loaded_agents.agents, loaded_agents.main
+
+    registry = _registry(report, stores, tools)
+    mcp_servers = frozenset(config.mcp.servers) if config else frozenset()
+    names = _Names(
+        tools=frozenset(registry),
+        skills={loaded.skill.name: loaded for loaded in skills},
+        agents=frozenset(agent.name for agent in agents),
+        broken=frozenset(normalized(name) for name in loaded_agents.broken | loaded_skills.broken),
+        stores=frozenset(store.name for store in stores),
+        connections=connections,
+        mcp=mcp_servers,
+    )
+    for loaded in skills:
+        _check_skill_tools(report, loaded, names)
+    for agent in agents:
+        _check_agent(report, agent, names)
+    _check_display_names(report, agents)
+
+    if report.errors or config is None:
+        return LoadResult(None, tuple(report.errors), tuple(report.warnings))
+    bundle = Bundle(
+        root=reader.root,
+        version=reader.digest(),
+        config=config,
+        agents=MappingProxyType({agent.name: agent for agent in agents}),
+        main=main,
+        skills=MappingProxyType({loaded.skill.name: loaded.skill for loaded in skills}),
+        knowledge=MappingProxyType({doc.name: doc for doc in knowledge}),
+        stores=MappingProxyType({store.name: store for store in stores}),
+        tools=MappingProxyType({tool.name: tool for tool in tools}),
+        connections=connections,
+        registry=MappingProxyType(registry),
+        warnings=tuple(report.warnings),
+    )
+    return LoadResult(bundle, (), bundle.warnings)
+
+
+def load_bundle(
+    root: str | os.PathLike[str],
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> Bundle:
+    """The bundle of a valid repo; raises InvalidRepoError listing every error otherwise."""
+    result = load_repo(root, environ=environ)
+    if result.bundle is None:
+        raise InvalidRepoError(result.errors, result.warnings)
+    return result.bundle
+
+
+@dataclass(frozen=True, slots=True)
+class _Names:
+    """Everything a declaration may refer to."""
+
+    tools: frozenset[str]
+    skills: Mapping[str, LoadedSkill]
+    agents: frozenset[str]
+    stores: frozenset[str]
+    connections: frozenset[str]
+    mcp: frozenset[str]
+    broken: frozenset[str]  # normalized names of what exists but failed to load
+
+    def is_broken(self, name: str) -> bool:
+        """True for a reference to something whose own errors are reported already."""
+        return normalized(name) in self.broken
+
+
+def _registry(
+    report: Report, stores: Iterable[StoreDefinition], tools: Iterable[CustomTool]
+) -> dict[str, ToolInfo]:
+    infos = builtin_tools()
+    for store in stores:
+        infos += store_tools(store.name, store.entity)
+    infos += custom_tools({tool.name: tool.description for tool in tools})
+    for name, found in duplicates(infos).items():
+        sources = ", ".join(f"{info.kind} tool" for info in found)
+        report.error(
+            f"tools/{name}",
+            f"tool name {name!r} is defined more than once ({sources}); rename the custom tool",
+        )
+    return {info.name: info for info in infos}
+
+
+def _connection_names(reader: Reader) -> frozenset[str]:
+    directory = reader.root / CONNECTIONS_DIR
+    if not directory.is_dir():
+        return frozenset()
+    names = set()
+    for entry in sorted(directory.iterdir()):
+        spec = entry / "spec.json"
+        if entry.is_dir() and spec.is_file():
+            reader.read(reader.relative(spec))
+            names.add(entry.name)
+        else:
+            reader.report.warn(
+                reader.relative(entry),
+                "ignored: a connection is a folder `connections/<name>/` with spec.json",
+            )
+    return frozenset(names)
+
+
+def _check_agent(report: Report, agent: AgentDefinition, names: _Names) -> None:
+    declared_stores = {grant.store: grant.mode for grant in agent.stores}
+    for entry in agent.tools:
+        _check_tool(report, entry, names, declared_stores)
+    for entry in agent.skills:
+        _check_skill(report, entry, names)
+    for entry in agent.subagents:
+        if entry.name in (DEFAULT_AGENT, MAIN_AGENT):
+            _fail(report, entry, f"{entry.name!r} is never callable as a specialist")
+        elif entry.name not in names.agents and not names.is_broken(entry.name):
+            _unknown(report, entry, "agent", names.agents)
+    for entry in agent.connections:
+        if entry.name not in names.connections:
+            _unknown(report, entry, "connection", names.connections)
+    for entry in agent.mcp:
+        if entry.name not in names.mcp:
+            _unknown(report, entry, "MCP server", names.mcp)
+    for grant in agent.stores:
+        if grant.store not in names.stores:
+            report.error(
+                grant.origin.file,
+                f"unknown store {grant.store!r}"
+                f"{did_you_mean(grant.store, names.stores)}; "
+                f"{known('stores', names.stores)}",
+                line=grant.origin.line,
+                field=grant.origin.field,
+            )
+    if agent.skills and "load_skill" not in {entry.name for entry in agent.tools}:
+        report.warn(
+            agent.skills[0].origin.file,
+            f"agent {agent.name!r} declares skills but not "
+            "the `load_skill` tool: it sees their names and descriptions only",
+            line=agent.skills[0].origin.line,
+            field="skills",
+        )
+
+
+def _check_tool(
+    report: Report, entry: Declared, names: _Names, declared_stores: Mapping[str, str]
+) -> None:
+    name = entry.name
+    server = name.split("__", 1)[0] if "__" in name and not name.startswith("store__") else None
+    if server is not None and server in names.mcp:
+        return  # an MCP tool: its names are known only once the server is reached
+    if name not in names.tools:
+        _unknown(report, entry, "tool", names.tools)
+        return
+    if name.startswith("store__"):
+        store, op = name.removeprefix("store__").rsplit("__", 1)
+        match = next((s for s in declared_stores if s.replace("-", "_") == store), None)
+        if match is None:
+            _fail(report, entry, f"{name!r} needs its store declared under `stores`")
+        elif op not in store_ops(declared_stores[match]):  # type: ignore[arg-type]
+            _fail(
+                report,
+                entry,
+                f"{name!r} needs store {match!r} with mode 'rw' (declared "
+                f"{declared_stores[match]!r})",
+            )
+
+
+def _check_skill(report: Report, entry: Declared, names: _Names) -> None:
+    if entry.name in names.skills or names.is_broken(entry.name):
+        return
+    by_folder = {loaded.folder: loaded.skill.name for loaded in names.skills.values()}
+    if entry.name in by_folder:
+        _fail(
+            report,
+            entry,
+            f"unknown skill {entry.name!r}: skills are referenced by their "
+            f"name, not their folder; skills/{entry.name}/SKILL.md is "
+            f"{by_folder[entry.name]!r}",
+        )
+    else:
+        _unknown(report, entry, "skill", names.skills)
+
+
+def _check_skill_tools(report: Report, loaded: LoadedSkill, names: _Names) -> None:
+    for index, tool in enumerate(loaded.skill.allowed_tools):
+        if tool not in names.tools:
+            report.error(
+                loaded.skill.file,
+                f"unknown tool {tool!r}"
+                f"{did_you_mean(tool, names.tools)}; {known('tools', names.tools)}",
+                line=loaded.source.line(("allowedTools", index)),
+                field=f"allowedTools[{index}]",
+            )
+
+
+def _unknown(report: Report, entry: Declared, kind: str, candidates: Iterable[str]) -> None:
+    options = list(candidates)
+    _fail(
+        report,
+        entry,
+        f"unknown {kind} {entry.name!r}{did_you_mean(entry.name, options)}; "
+        f"{known(kind + 's', options)}",
+    )
+
+
+def _fail(report: Report, entry: Declared, message: str) -> None:
+    report.error(entry.origin.file, message, line=entry.origin.line, field=entry.origin.field)
+
+
+def _check_display_names(report: Report, agents: list[AgentDefinition]) -> None:
+    seen: dict[str, AgentDefinition] = {}
+    for agent in agents:
+        key = agent.display_name.lower()
+        if key in seen:
+            report.error(
+                f"agents/{agent.name}",
+                f"display name {agent.display_name!r} is "
+                f"already used by agents/{seen[key].name}; display names are unique "
+                "ignoring case",
+            )
+        else:
+            seen[key] = agent
+
+
+__all__ = ["LoadResult", "load_bundle", "load_repo"]

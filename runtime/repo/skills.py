@@ -1,0 +1,133 @@
+"""skills/<dir>/SKILL.md: named instructions an agent can load on demand."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from runtime.bundle import SkillDefinition
+from runtime.formats import SkillFrontmatter
+from runtime.repo import _markdown
+from runtime.repo._reader import Reader
+from runtime.repo._report import Source
+
+SKILLS_DIR = "skills"
+_SKILL_HEADING = re.compile(r"^Skill:\s*(.+)$", re.IGNORECASE)
+_TRIGGER = re.compile(r"^Trigger:\s*(.*)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSkills:
+    skills: list[LoadedSkill]
+    broken: frozenset[str]  # names (or folders) of skills that failed to load
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSkill:
+    skill: SkillDefinition
+    folder: str
+    source: Source  # the frontmatter, for the lines of `allowedTools` entries
+
+
+def load_skills(reader: Reader) -> LoadedSkills:
+    directory = reader.root / SKILLS_DIR
+    if not directory.is_dir():
+        return LoadedSkills([], frozenset())
+    loaded = []
+    broken = set()
+    for entry in sorted(directory.iterdir()):
+        relative = reader.relative(entry)
+        if not entry.is_dir():
+            reader.report.warn(relative, "ignored: a skill is a folder with a SKILL.md")
+        elif not (entry / "SKILL.md").is_file():
+            reader.report.warn(relative, "ignored: the folder has no SKILL.md")
+        else:
+            skill = _load_skill(reader, f"{relative}/SKILL.md", entry.name)
+            if skill is not None:
+                loaded.append(skill)
+            else:
+                broken.add(entry.name)
+                broken.update(_heading_name(reader.files.get(f"{relative}/SKILL.md", b"")))
+    _check_unique(reader, loaded)
+    return LoadedSkills(loaded, frozenset(broken))
+
+
+def _heading_name(data: bytes) -> list[str]:
+    """The `# Skill:` name of a file that failed to load, so references to it are not
+    reported as unknown on top of its own error."""
+    body = _markdown.split(data.decode("utf-8", "replace")).body
+    headings = _markdown.headings(body)
+    match = _SKILL_HEADING.match(headings[0].title) if headings else None
+    return [match.group(1).strip()] if match else []
+
+
+def _load_skill(reader: Reader, relative: str, folder: str) -> LoadedSkill | None:
+    report = reader.report
+    text = reader.read(relative)
+    if text is None:
+        return None
+    document = _markdown.split(text)
+    if document.unclosed_frontmatter:
+        report.error(relative, "the frontmatter opened by `---` on line 1 is never closed", line=1)
+        return None
+    source = Source(relative, document.frontmatter or "", "yaml", first_line=2)
+    data = report.parse_yaml(source) if document.frontmatter else {}
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        report.error(relative, "the frontmatter must be YAML key: value pairs", line=2)
+        return None
+    front = report.validate(SkillFrontmatter, data, source)
+    if front is None:
+        return None
+
+    headings = _markdown.headings(document.body)
+    heading = headings[0] if headings and headings[0].level == 1 else None
+    match = _SKILL_HEADING.match(heading.title) if heading else None
+    name = match.group(1).strip() if match else (front.name or "").strip()
+    if not name:
+        report.error(
+            relative,
+            "the skill has no name: start the body with `# Skill: <Name>` or "
+            "set `name` in the frontmatter",
+            line=document.body_line,
+        )
+        return None
+    description = front.description or (
+        _heading_description(document.body, heading.index) if match and heading else ""
+    )
+    skill = SkillDefinition(
+        name=name,
+        description=" ".join(description.split()),
+        body=document.body.strip(),
+        allowed_tools=front.allowed_tools,
+        file=relative,
+    )
+    return LoadedSkill(skill, folder, source)
+
+
+def _heading_description(body: str, heading_index: int) -> str:
+    """The optional `Trigger:` line after the heading and the text before the first `##`."""
+    parts = []
+    for line in body.splitlines()[heading_index + 1 :]:
+        if line.startswith("##"):
+            break
+        trigger = _TRIGGER.match(line.strip())
+        parts.append(trigger.group(1) if trigger else line)
+    return "\n".join(parts)
+
+
+def _check_unique(reader: Reader, loaded: list[LoadedSkill]) -> None:
+    first: dict[str, LoadedSkill] = {}
+    for item in loaded:
+        key = item.skill.name.lower()
+        if key in first:
+            other = first[key].skill
+            reader.report.error(
+                item.skill.file,
+                f"skill name {item.skill.name!r} is already "
+                f"used by {other.file} ({other.name!r}); skill names are unique "
+                "ignoring case",
+            )
+        else:
+            first[key] = item

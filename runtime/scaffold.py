@@ -1,0 +1,65 @@
+"""`amodal init`: a new agent repo that validates and shows each file format once."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from runtime.exceptions import AmodalError
+
+_FILES: dict[str, str] = {
+    "agents/default/AGENT.md": """\
+You are the assistant of this repo. Answer the person's questions clearly and
+briefly. When a question needs facts from the knowledge base, load the document
+first and say which one you used.
+""",
+    "agents/default/agent.json": json.dumps(
+        {
+            "name": "Assistant",
+            "description": "Answers questions, using the knowledge base when it helps.",
+            "persona": {"tone": "friendly"},
+            "tools": ["load_knowledge", "load_skill"],
+            "skills": ["Say Hello"],
+        },
+        indent=2,
+    )
+    + "\n",
+    "agents/main/AGENT.md": """\
+You are the operator console of this repo: you can use every agent, skill,
+store and tool it defines.
+""",
+    "skills/say-hello/SKILL.md": """\
+# Skill: Say Hello
+Trigger: the person greets you.
+
+Greet the person in one short sentence and offer one thing you can do next.
+""",
+    "knowledge/about.md": """\
+# Knowledge: About This Repo
+
+Each folder under agents/ is an agent; AGENT.md is its prompt and agent.json its
+configuration. Run `amodal validate` after every change.
+""",
+    ".gitignore": ".amodal/\n",
+}
+
+
+def init_repo(path: Path) -> list[Path]:
+    """Write a new agent repo at `path`; refuses to touch an existing repo."""
+    if (path / "amodal.json").exists():
+        raise AmodalError(f"{path / 'amodal.json'} already exists: this is an agent repo already")
+    name = re.sub(r"[^a-z0-9-]+", "-", path.resolve().name.lower()).strip("-") or "agents"
+    files = {
+        "amodal.json": json.dumps({"name": name, "version": "0.1.0"}, indent=2) + "\n",
+        **_FILES,
+    }
+    written = []
+    for relative, text in files.items():
+        target = path / relative
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        written.append(target)
+    return written

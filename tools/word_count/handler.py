@@ -1,0 +1,2 @@
+async def handler(args: dict, ctx) -> dict:
+    return {"words": len(args["text"].split())}
