@@ -12,6 +12,7 @@ import click
 from runtime import logs
 from runtime.bundle import Bundle
 from runtime.exceptions import AmodalError
+from runtime.inspection import format_inspection, inspect_agent
 from runtime.repo import LoadResult, load_repo
 from runtime.scaffold import init_repo
 from runtime.schema import SCHEMA_NAMES, schema_text, write_schemas
@@ -180,3 +181,61 @@ def _table(header: list[str], rows: list[list[Any]]) -> None:
     for row in [header, *rows]:
         cells = [str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)]
         click.echo("  ".join(cells).rstrip())
+
+
+def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
+    pairs = {}
+    for value in values:
+        key, sep, text = value.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{value!r}: write KEY=VALUE", param_hint=option)
+        pairs[key] = text
+    return pairs
+
+
+@main.command()
+@click.argument("agent")
+@click.option(
+    "--claim",
+    "claims",
+    multiple=True,
+    metavar="K=V",
+    help="A verified claim of the caller (repeatable), e.g. --claim role=manager.",
+)
+@click.option(
+    "--context",
+    "contexts",
+    multiple=True,
+    metavar="K=V",
+    help="A request context value (repeatable), e.g. --context page=review.",
+)
+@click.option("--subagent", is_flag=True, help="Resolve as a delegated specialist.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def inspect(
+    obj: _Context,
+    agent: str,
+    claims: tuple[str, ...],
+    contexts: tuple[str, ...],
+    subagent: bool,
+    as_json: bool,
+) -> None:
+    """Show AGENT's surface for a caller (and why anything is missing) and its prompt.
+
+    AGENT is an agent folder name, or `main` for unscoped chat.
+    """
+    bundle = obj.bundle()
+    try:
+        view = inspect_agent(
+            bundle,
+            agent,
+            _pairs(claims, "--claim"),
+            _pairs(contexts, "--context"),
+            subagent=subagent,
+        )
+    except AmodalError as error:
+        raise click.ClickException(str(error)) from error
+    if as_json:
+        click.echo(json.dumps(view, indent=2))
+    else:
+        click.echo(format_inspection(view))

@@ -1,9 +1,11 @@
 """Every error the runtime raises.
 
 AmodalError
- └── InvalidRepoError     a repo with at least one DefinitionError; never becomes a bundle
+ ├── InvalidRepoError     a repo with at least one DefinitionError; never becomes a bundle
+ └── UnknownAgentError    a request named an agent the bundle does not have
 
-DefinitionError / DefinitionWarning are values (a Finding each), not exceptions: the loader collects them instead of raising one by one, so a person sees every
+DefinitionError / DefinitionWarning are values (a Finding each), not exceptions:
+the loader collects them instead of raising one by one, so a person sees every
 problem of the whole repo at once and fixes them in one pass.
 """
 
@@ -57,3 +59,13 @@ class InvalidRepoError(AmodalError):
         self.warnings = warnings
         lines = "\n".join(f"  {error}" for error in errors)
         super().__init__(f"the agent repo has {len(errors)} error(s):\n{lines}")
+
+
+class UnknownAgentError(AmodalError):
+    """A request named an agent the bundle does not have. There is no fallback."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        self.known = sorted(known)
+        listed = ", ".join(self.known) or "none"
+        super().__init__(f"unknown agent {name!r}; known agents: {listed}")

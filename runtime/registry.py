@@ -16,6 +16,8 @@ StoreOp = Literal["get", "query", "put", "delete"]
 
 PROTOCOL_TOOLS = ("stop_execution", "ask_choice")
 CALL_SUBAGENT = "call_subagent"
+LOAD_SKILL = "load_skill"
+LOAD_KNOWLEDGE = "load_knowledge"
 FILE_TOOLS = ("read_file", "write_file", "list_files", "propose_source_change")
 READ_OPS: tuple[StoreOp, ...] = ("get", "query")
 WRITE_OPS: tuple[StoreOp, ...] = ("put", "delete")
@@ -24,8 +26,8 @@ _BUILTIN_DESCRIPTIONS: dict[str, tuple[ToolKind, str]] = {
     "stop_execution": ("protocol", "End the run now, when the task is done or cannot continue."),
     "ask_choice": ("protocol", "Ask the person to choose one of a few options; ends the turn."),
     CALL_SUBAGENT: ("delegation", "Hand one or more tasks to specialist agents."),
-    "load_skill": ("skill", "Load the full instructions of a skill by its name."),
-    "load_knowledge": ("knowledge", "Load a knowledge document by its name."),
+    LOAD_SKILL: ("skill", "Load the full instructions of a skill by its name."),
+    LOAD_KNOWLEDGE: ("knowledge", "Load a knowledge document by its name."),
     "read_file": ("file", "Read a text file of the workspace."),
     "write_file": ("file", "Write a text file of the workspace."),
     "list_files": ("file", "List the files of a workspace directory."),
