@@ -7,6 +7,7 @@ else: after loading, no repo file is read again until a reload makes a new one.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,14 +30,25 @@ MAIN_AGENT = "main"
 
 @dataclass(frozen=True, slots=True)
 class Origin:
-    """Where a declaration was written, for messages and `amodal inspect`."""
+    """Where a declaration was written, for messages and `amodal inspect`.
+
+    The line is found on first use: mapping keys to lines means parsing the file a
+    second time, which a valid repo's load should not pay for.
+    """
 
     file: str
-    line: int | None = None
     field: str = ""
+    locate: Callable[[], int | None] | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
+
+    @property
+    def line(self) -> int | None:
+        return self.locate() if self.locate is not None else None
 
     def __str__(self) -> str:
-        return self.file if self.line is None else f"{self.file}:{self.line}"
+        line = self.line
+        return self.file if line is None else f"{self.file}:{line}"
 
 
 @dataclass(frozen=True, slots=True)

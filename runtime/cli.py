@@ -50,7 +50,8 @@ class _Context:
     def bundle(self) -> Bundle:
         """The bundle, or exit 1 after printing every error (commands that need a valid repo)."""
         result = self.load()
-        _print_findings(result, as_json=False)
+        # Errors go to stderr here: stdout belongs to the command's own output (--json).
+        _print_findings(result, as_json=False, errors_to_stderr=True)
         if result.bundle is None:
             sys.exit(1)
         return result.bundle
@@ -155,7 +156,7 @@ def schema(name: str | None, out: Path | None) -> None:
     click.echo(schema_text(name), nl=False)
 
 
-def _print_findings(result: LoadResult, *, as_json: bool) -> None:
+def _print_findings(result: LoadResult, *, as_json: bool, errors_to_stderr: bool = False) -> None:
     for warning in result.warnings:
         click.echo(
             f"{_location(warning.file, warning.line)}: warning: "
@@ -167,7 +168,7 @@ def _print_findings(result: LoadResult, *, as_json: bool) -> None:
         click.echo(json.dumps([error.as_json() for error in result.errors], indent=2))
         return
     for error in result.errors:
-        click.echo(str(error))
+        click.echo(str(error), err=errors_to_stderr)
     if result.errors:
         click.echo(f"{len(result.errors)} error(s): the repo is not valid", err=True)
 
@@ -239,3 +240,52 @@ def inspect(
         click.echo(json.dumps(view, indent=2))
     else:
         click.echo(format_inspection(view))
+
+
+@main.command()
+@click.argument("message", required=False)
+@click.option("--agent", help="The agent that roots the conversation (default: `default`).")
+@click.option(
+    "--context",
+    "contexts",
+    multiple=True,
+    metavar="K=V",
+    help="A request context value (repeatable).",
+)
+@click.option("--session", "session_id", help="Continue this session.")
+@click.option("--json", "as_json", is_flag=True, help="Print one event per line as JSON.")
+@click.pass_obj
+def chat(
+    obj: _Context,
+    message: str | None,
+    agent: str | None,
+    contexts: tuple[str, ...],
+    session_id: str | None,
+    as_json: bool,
+) -> None:
+    """Chat with the repo's agents: one turn with MESSAGE, else an interactive loop."""
+    from runtime.console import run_chat
+
+    obj.bundle()  # print every error and exit 1 before anything starts
+    code = run_chat(
+        obj.repo,
+        message,
+        agent=agent,
+        context=_pairs(contexts, "--context"),
+        session_id=session_id,
+        as_json=as_json,
+    )
+    sys.exit(code)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
+@click.option("--no-reload", is_flag=True, help="Do not watch the repo for changes.")
+@click.pass_obj
+def serve(obj: _Context, host: str, port: int, no_reload: bool) -> None:
+    """Serve the HTTP API (chat with SSE streaming, sessions, agents, health)."""
+    from runtime.console import run_server
+
+    obj.bundle()
+    sys.exit(run_server(obj.repo, host, port, reload=not no_reload))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
-from jinja2 import meta, nodes
+from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -94,7 +94,7 @@ def check_template(source: str) -> list[tuple[int, str]]:
     except jinja2.TemplateSyntaxError as error:
         return [(error.lineno, f"template syntax error: {error.message}")]
     problems: list[tuple[int, str]] = []
-    for name in sorted(meta.find_undeclared_variables(tree) - {"scope"}):
+    for name in sorted(_unknown_names(tree)):
         problems.append(
             (
                 _first_use(tree, name),
@@ -140,6 +140,21 @@ def clean_context(context: Mapping[str, Any]) -> dict[str, str]:
             extra={"event": "prompt_template_scope_large", "chars": total},
         )
     return cleaned
+
+
+# Names a template may read without defining them: its one variable, Jinja's loop and
+# macro helpers, and the environment's globals (range, dict, namespace...).
+_KNOWN_NAMES = frozenset({"scope", "loop", "self", "caller", "varargs", "kwargs"})
+
+
+def _unknown_names(tree: nodes.Template) -> set[str]:
+    """Names read but never assigned. A walk of the parse tree: jinja2.meta's
+    find_undeclared_variables runs the code generator and costs as much as parsing."""
+    loaded: set[str] = set()
+    assigned: set[str] = set()
+    for node in tree.find_all(nodes.Name):
+        (loaded if node.ctx == "load" else assigned).add(node.name)
+    return loaded - assigned - _KNOWN_NAMES - set(_ENVIRONMENT.globals)
 
 
 def _first_use(tree: nodes.Template, name: str) -> int:

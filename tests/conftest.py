@@ -14,6 +14,10 @@ from typing import Any
 
 import pytest
 
+# The scripted OpenAI-compatible model server, and the guard that fails any test whose
+# model calls would reach a real endpoint.
+pytest_plugins = ["runtime.testing.pytest_plugin"]
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_FILES = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools")
 

@@ -75,9 +75,13 @@ def json_lines(text: str) -> dict[Path, int]:
 def yaml_lines(text: str, first_line: int = 1) -> dict[Path, int]:
     """Map every key path of a YAML document to its line; `first_line` is where the text starts."""
     lines: dict[Path, int] = {}
+    walked: set[int] = set()
 
     def walk(node: yaml.Node, path: Path) -> None:
         lines.setdefault(path, node.start_mark.line + first_line)
+        if id(node) in walked:
+            return  # an alias: its node is walked once (`a: &a [*a]` would never end)
+        walked.add(id(node))
         if isinstance(node, yaml.MappingNode):
             for key, item in node.value:
                 child = (*path, str(key.value))

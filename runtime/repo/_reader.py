@@ -15,6 +15,7 @@ class Reader:
         self.root = root
         self.report = report
         self.files: dict[str, bytes] = {}
+        self._hashes: dict[str, bytes] = {}  # each file hashed once, when read
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -27,6 +28,7 @@ class Reader:
             self.report.error(relative, f"cannot read the file: {error.strerror or error}")
             return None
         self.files[relative] = data
+        self._hashes[relative] = hashlib.blake2b(data, digest_size=16).digest()
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -41,5 +43,5 @@ class Reader:
             if relative.startswith(prefix):
                 hasher.update(relative.encode())
                 hasher.update(b"\0")
-                hasher.update(hashlib.blake2b(self.files[relative], digest_size=16).digest())
+                hasher.update(self._hashes[relative])
         return hasher.hexdigest()

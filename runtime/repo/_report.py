@@ -13,12 +13,14 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from runtime.exceptions import DefinitionError, DefinitionWarning
-from runtime.formats import FOREIGN_REPO_KEYS, RepoConfig
+from runtime.formats import FOREIGN_REPO_KEYS, FrontmatterConfig, RepoConfig
 from runtime.repo._positions import Path, json_lines, literal_lines, nearest_line, yaml_lines
 
 M = TypeVar("M", bound=BaseModel)
 # Keys accepted only for compatibility (amodal.json) or only in agent.py: never suggested.
 _UNLISTED = frozenset({"conditional"})
+# Far beyond any real configuration, and well inside the recursion limit of what walks it.
+MAX_JSON_DEPTH = 64
 
 
 @dataclass
@@ -92,12 +94,26 @@ class Report:
         self.warnings.append(DefinitionWarning(file, message, line, field))
 
     def parse_json(self, source: Source) -> Any:
-        """The parsed document, or None after reporting a syntax error with its line."""
+        """The parsed document, or None after reporting why there is none: a syntax error
+        (with its line), a document of `null`, or nesting too deep to check safely."""
+        too_deep = f"invalid JSON: nested more than {MAX_JSON_DEPTH} levels deep"
         try:
-            return json.loads(source.text)
+            data = json.loads(source.text)
         except json.JSONDecodeError as error:
             self.error(source.path, f"invalid JSON: {error.msg}", line=error.lineno)
             return None
+        except RecursionError:
+            self.error(source.path, too_deep)
+            return None
+        if data is None:
+            # None means "already reported" to every caller, so say what is wrong here.
+            self.error(source.path, "expected a JSON object, got null", line=source.line())
+            return None
+        if _depth(data) > MAX_JSON_DEPTH:
+            # Later steps (line mapping, env: resolution, JSON Schema checks) recurse.
+            self.error(source.path, too_deep)
+            return None
+        return data
 
     def parse_yaml(self, source: Source) -> Any:
         try:
@@ -133,12 +149,28 @@ class Report:
             return None
 
 
+def _depth(data: Any) -> int:
+    """How deeply `data` nests lists and objects, counted without recursion."""
+    deepest, pending = 0, [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                return depth
+            deepest = max(deepest, depth)
+            items = value.values() if isinstance(value, dict) else value
+            pending.extend((item, depth + 1) for item in items)
+    return deepest
+
+
 def _message(model: type[BaseModel], detail: ErrorDetails) -> str:
     kind, loc = detail["type"], detail["loc"]
     if kind == "extra_forbidden":
         key = str(loc[-1])
         top_of_repo_config = model is RepoConfig and len(loc) == 1
         unlisted = _UNLISTED | (set(FOREIGN_REPO_KEYS) if top_of_repo_config else set())
+        if model is FrontmatterConfig and len(loc) == 1:
+            unlisted |= {"name"}  # AGENT.md frontmatter says `displayName`; `name` is an error
         allowed = [name for name in _keys_at(model, loc[:-1]) if name not in unlisted]
         return f"unknown key {key!r}{did_you_mean(key, allowed)}; expected one of: " + ", ".join(
             sorted(allowed)

@@ -17,7 +17,7 @@ from runtime.bundle import (
     Origin,
     StoreGrant,
 )
-from runtime.formats import CONFIG_FIELDS, AgentConfig, Entry, FrontmatterConfig
+from runtime.formats import CONFIG_FIELDS, AgentConfig, Entry, FrontmatterConfig, StoreAccess
 from runtime.registry import FILE_TOOLS
 from runtime.repo import _markdown
 from runtime.repo._python import callable_line, predicate_problem, run_module
@@ -30,6 +30,7 @@ logger = logging.getLogger("amodal")
 AGENTS_DIR = "agents"
 AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 AGENT_FILES = ("AGENT.md", "agent.json", "agent.py", "CONTEXT.md")
+_DEFAULTS = AgentConfig()
 _LIST_FIELDS = ("tools", "skills", "subagents", "connections", "mcp")
 # Module-level names of agent.py that would be mistaken for configuration.
 _CONFIG_NAMES = CONFIG_FIELDS | set(AgentConfig.model_fields)
@@ -124,11 +125,10 @@ def _load_agent(reader: Reader, folder: Path) -> AgentDefinition | None:
                     "fields": overridden,
                 },
             )
-    if prompt is None:
-        return None
     layers = [layer for layer in (from_front, from_json, from_py) if layer is not None]
-    definition = _definition(reader, name, layers, prompt, context)
-    return None if len(report.errors) > errors_before else definition
+    # Built even without a prompt, so agent.py's predicates are checked in the same pass.
+    definition = _definition(reader, name, layers, prompt or Template("", base), context)
+    return None if prompt is None or len(report.errors) > errors_before else definition
 
 
 def _definition(
@@ -145,14 +145,18 @@ def _definition(
 
     def value(alias: str, attribute: str) -> Any:
         layer = pick(alias)
-        return getattr(layer.config, attribute) if layer else getattr(AgentConfig(), attribute)
+        return getattr(layer.config, attribute) if layer else getattr(_DEFAULTS, attribute)
 
     entries: dict[str, tuple[Declared, ...]] = {}
     for field in _LIST_FIELDS:
         layer = pick(field)
         items: tuple[Entry, ...] = getattr(layer.config, field) if layer else ()
         entries[field] = tuple(
-            _declared(reader.report, layer, (field, index), item.name, item.conditional)
+            Declared(
+                item.name,
+                _origin(layer, (field, index)),
+                _predicate(reader.report, layer, (field, index), item),
+            )
             for index, item in enumerate(items)
         )
     store_layer = pick("stores")
@@ -161,7 +165,7 @@ def _definition(
             store,
             access.mode,
             _origin(store_layer, ("stores", store)),
-            _predicate(reader.report, store_layer, ("stores", store), access.conditional),
+            _predicate(reader.report, store_layer, ("stores", store), access),
         )
         for store, access in (store_layer.config.stores.items() if store_layer else ())
     )
@@ -191,25 +195,17 @@ def _definition(
 def _origin(layer: _Config | None, path: tuple[str | int, ...]) -> Origin:
     if layer is None:
         return Origin("")
-    return Origin(layer.source.path, layer.source.line(path), format_field(path))
-
-
-def _declared(
-    report: Report,
-    layer: _Config | None,
-    path: tuple[str | int, ...],
-    name: str,
-    conditional: Any,
-) -> Declared:
-    return Declared(name, _origin(layer, path), _predicate(report, layer, path, conditional))
+    source = layer.source
+    return Origin(source.path, format_field(path), lambda: source.line(path))
 
 
 def _predicate(
-    report: Report, layer: _Config | None, path: tuple[str | int, ...], conditional: Any
+    report: Report, layer: _Config | None, path: tuple[str | int, ...], entry: Entry | StoreAccess
 ) -> Any:
     """The entry's predicate, after checking it may have one and that it is well-formed."""
-    if conditional is None or layer is None:
+    if layer is None or "conditional" not in entry.model_fields_set:
         return None
+    conditional = entry.conditional
     line = layer.source.line((*path, "conditional"))
     field = format_field((*path, "conditional"))
     if layer.source.syntax != "python":
@@ -221,6 +217,8 @@ def _predicate(
             field=field,
         )
         return None
+    if conditional is None:
+        return None  # `"conditional": None` in agent.py: no predicate, as if absent
     problem = predicate_problem(conditional)
     if problem:
         report.error(
@@ -293,7 +291,10 @@ def _read_context(reader: Reader, relative: str) -> Template | None:
 
 
 def _check_template(report: Report, relative: str, text: str, first_line: int) -> bool:
-    problems = check_template(text)
+    try:
+        problems = check_template(text)
+    except RecursionError:  # Jinja's parser recurses once per nested expression
+        problems = [(1, "the template nests expressions too deeply to compile")]
     for line, message in problems:
         report.error(relative, message, line=first_line + line - 1)
     return not problems

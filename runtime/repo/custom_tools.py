@@ -5,12 +5,9 @@ from __future__ import annotations
 import re
 from types import MappingProxyType
 
-from jsonschema import SchemaError
-from jsonschema.validators import validator_for
-
 from runtime.bundle import CustomTool
 from runtime.formats import ToolFile
-from runtime.repo._python import handler_problem, run_module
+from runtime.repo._python import callable_line, handler_problem, run_module
 from runtime.repo._reader import Reader
 from runtime.repo._report import Source, format_field
 
@@ -62,13 +59,16 @@ def _load_tool(reader: Reader, relative: str, name: str) -> CustomTool | None:
     spec = _load_spec(reader, f"{relative}/tool.json")
     handler_file = f"{relative}/handler.py"
     text = reader.read(handler_file)
-    namespace = run_module(folder / "handler.py", text, handler_file, report) if text else None
+    namespace = (
+        run_module(folder / "handler.py", text, handler_file, report) if text is not None else None
+    )
     if spec is None or namespace is None:
         return None
     handler = namespace.get("handler")
     problem = handler_problem(handler)
     if problem is not None or handler is None:
-        report.error(handler_file, problem or "missing handler")
+        line = callable_line(handler) if handler is not None else None
+        report.error(handler_file, problem or "missing handler", line=line)
         return None
     return CustomTool(
         name=name,
@@ -92,6 +92,10 @@ def _load_spec(reader: Reader, relative: str) -> ToolFile | None:
     if spec is None:
         return None
     parameters = spec.parameters
+    # jsonschema costs ~45 ms to import: only repos with custom tools pay for it.
+    from jsonschema import SchemaError
+    from jsonschema.validators import validator_for
+
     try:
         validator_for(parameters).check_schema(parameters)
     except SchemaError as error:

@@ -30,10 +30,10 @@ from runtime.repo._reader import Reader
 from runtime.repo._report import Report, did_you_mean, known, normalized
 from runtime.repo.agents import load_agents
 from runtime.repo.config import load_config
-from runtime.repo.custom_tools import load_custom_tools
+from runtime.repo.custom_tools import TOOLS_DIR, load_custom_tools
 from runtime.repo.knowledge import load_knowledge
 from runtime.repo.skills import LoadedSkill, load_skills
-from runtime.repo.stores import load_stores
+from runtime.repo.stores import STORES_DIR, load_stores
 
 CONNECTIONS_DIR = "connections"
 
@@ -75,15 +75,20 @@ def load_repo(
     agents, main = loaded_agents.agents, loaded_agents.main
 
     registry = _registry(report, stores, tools)
-    mcp_servers = frozenset(config.mcp.servers) if config else frozenset()
+    broken = (
+        loaded_agents.broken
+        | loaded_skills.broken
+        | _failed(reader, STORES_DIR, {store.name for store in stores}, folders=False)
+        | _failed(reader, TOOLS_DIR, {tool.name for tool in tools}, folders=True)
+    )
     names = _Names(
-        tools=frozenset(registry),
+        tools=MappingProxyType(registry),
         skills={loaded.skill.name: loaded for loaded in skills},
         agents=frozenset(agent.name for agent in agents),
-        broken=frozenset(normalized(name) for name in loaded_agents.broken | loaded_skills.broken),
+        broken=frozenset(normalized(name) for name in broken),
         stores=frozenset(store.name for store in stores),
         connections=connections,
-        mcp=mcp_servers,
+        mcp=frozenset(config.mcp.servers) if config else None,
     )
     for loaded in skills:
         _check_skill_tools(report, loaded, names)
@@ -126,12 +131,12 @@ def load_bundle(
 class _Names:
     """Everything a declaration may refer to."""
 
-    tools: frozenset[str]
+    tools: Mapping[str, ToolInfo]
     skills: Mapping[str, LoadedSkill]
     agents: frozenset[str]
     stores: frozenset[str]
     connections: frozenset[str]
-    mcp: frozenset[str]
+    mcp: frozenset[str] | None  # None when amodal.json failed: MCP names cannot be checked
     broken: frozenset[str]  # normalized names of what exists but failed to load
 
     def is_broken(self, name: str) -> bool:
@@ -153,6 +158,20 @@ def _registry(
             f"tool name {name!r} is defined more than once ({sources}); rename the custom tool",
         )
     return {info.name: info for info in infos}
+
+
+def _failed(reader: Reader, directory: str, loaded: set[str], *, folders: bool) -> set[str]:
+    """Names of the stores (`<name>.json` files) or custom tools (folders) under `directory`
+    that exist but failed to load: their own errors are reported, references to them are not."""
+    folder = reader.root / directory
+    if not folder.is_dir():
+        return set()
+    found = {
+        path.stem
+        for path in folder.iterdir()
+        if (path.is_dir() if folders else path.is_file() and path.suffix == ".json")
+    }
+    return found - loaded
 
 
 def _connection_names(reader: Reader) -> frozenset[str]:
@@ -188,10 +207,10 @@ def _check_agent(report: Report, agent: AgentDefinition, names: _Names) -> None:
         if entry.name not in names.connections:
             _unknown(report, entry, "connection", names.connections)
     for entry in agent.mcp:
-        if entry.name not in names.mcp:
+        if names.mcp is not None and entry.name not in names.mcp:
             _unknown(report, entry, "MCP server", names.mcp)
     for grant in agent.stores:
-        if grant.store not in names.stores:
+        if grant.store not in names.stores and not names.is_broken(grant.store):
             report.error(
                 grant.origin.file,
                 f"unknown store {grant.store!r}"
@@ -215,22 +234,26 @@ def _check_tool(
 ) -> None:
     name = entry.name
     server = name.split("__", 1)[0] if "__" in name and not name.startswith("store__") else None
-    if server is not None and server in names.mcp:
+    if server is not None and (names.mcp is None or server in names.mcp):
         return  # an MCP tool: its names are known only once the server is reached
-    if name not in names.tools:
-        _unknown(report, entry, "tool", names.tools)
+    info = names.tools.get(name)
+    if info is None:
+        store = name.removeprefix("store__").rpartition("__")[0]
+        if not names.is_broken(name) and not (
+            name.startswith("store__") and names.is_broken(store)
+        ):
+            _unknown(report, entry, "tool", names.tools)
         return
-    if name.startswith("store__"):
-        store, op = name.removeprefix("store__").rsplit("__", 1)
-        match = next((s for s in declared_stores if s.replace("-", "_") == store), None)
-        if match is None:
+    # By the registry's kind, not the name: a custom tool may be called `store__x`.
+    if info.kind == "store" and info.store is not None and info.op is not None:
+        if info.store not in declared_stores:
             _fail(report, entry, f"{name!r} needs its store declared under `stores`")
-        elif op not in store_ops(declared_stores[match]):  # type: ignore[arg-type]
+        elif info.op not in store_ops(declared_stores[info.store]):  # type: ignore[arg-type]
             _fail(
                 report,
                 entry,
-                f"{name!r} needs store {match!r} with mode 'rw' (declared "
-                f"{declared_stores[match]!r})",
+                f"{name!r} needs store {info.store!r} with mode 'rw' (declared "
+                f"{declared_stores[info.store]!r})",
             )
 
 

@@ -71,9 +71,12 @@ def _load_skill(reader: Reader, relative: str, folder: str) -> LoadedSkill | Non
         report.error(relative, "the frontmatter opened by `---` on line 1 is never closed", line=1)
         return None
     source = Source(relative, document.frontmatter or "", "yaml", first_line=2)
+    errors_before = len(report.errors)
     data = report.parse_yaml(source) if document.frontmatter else {}
     if data is None:
-        return None
+        if len(report.errors) > errors_before:
+            return None
+        data = {}  # frontmatter of blank lines or comments only
     if not isinstance(data, dict):
         report.error(relative, "the frontmatter must be YAML key: value pairs", line=2)
         return None
