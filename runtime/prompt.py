@@ -101,8 +101,10 @@ def _resources(bundle: Bundle, surface: Surface) -> str:
         items = [_item(name, bundle.skills[name].description) for name in surface.skills]
         sections.append("## Skills\n\n" + how + "\n" + "\n".join(items))
     if LOAD_KNOWLEDGE in surface.tools and bundle.knowledge:
-        items = [f"- {doc.name}: {doc.title}" for doc in sorted(
-            bundle.knowledge.values(), key=lambda doc: doc.name)]  # fmt: skip
+        items = [
+            f"- {doc.name}: {doc.title}"
+            for doc in sorted(bundle.knowledge.values(), key=lambda doc: doc.name)
+        ]
         sections.append(
             f"## Knowledge\n\nRead a document with `{LOAD_KNOWLEDGE}` and its name.\n"
             + "\n".join(items)
@@ -146,8 +148,10 @@ def _field_type(spec: StoreField) -> str:
         text = f"object {{{inner}}}"
     else:
         text = spec.type
-    bounds = [f"min {spec.min:g}" if spec.min is not None else "",
-              f"max {spec.max:g}" if spec.max is not None else ""]  # fmt: skip
+    bounds = [
+        f"min {spec.min:g}" if spec.min is not None else "",
+        f"max {spec.max:g}" if spec.max is not None else "",
+    ]
     extras = [bound for bound in bounds if bound] + (["nullable"] if spec.nullable else [])
     return ", ".join([text, *extras])
 
@@ -173,7 +177,9 @@ class SessionPrompt:
         scope: Mapping[str, str],
     ) -> str:
         definition = agent.digest if agent is not None else bundle.main.digest
-        key = (definition, surface.fingerprint, _resources_key(bundle, surface))
+        # Unscoped chat is named after the repo (amodal.json), outside main's digest.
+        name = display_name(bundle, agent)
+        key = (definition, name, surface.fingerprint, _resources_key(bundle, surface))
         if key != self.key:
             self.text = system_prompt(bundle, agent, surface, scope)
             self.key = key

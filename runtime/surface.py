@@ -87,17 +87,27 @@ class SurfaceContext:
     def for_specialist(self, agent_name: str) -> SurfaceContext:
         """The context a delegated specialist's predicates see: inherited, marked as a subagent."""
         return SurfaceContext(
-            self.claims, self.context, self.scope_id, self.user_id, self.org_id,
-            self.human_present, True, agent_name,
-        )  # fmt: skip
+            self.claims,
+            self.context,
+            self.scope_id,
+            self.user_id,
+            self.org_id,
+            self.human_present,
+            True,
+            agent_name,
+        )
 
     def cache_key(self) -> tuple[object, ...]:
         return (
             tuple(sorted(self.claims.items())),
             tuple(sorted(self.context.items())),
-            self.scope_id, self.user_id, self.org_id,
-            self.human_present, self.is_subagent, self.agent_name,
-        )  # fmt: skip
+            self.scope_id,
+            self.user_id,
+            self.org_id,
+            self.human_present,
+            self.is_subagent,
+            self.agent_name,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +197,10 @@ def _resolve_agent(
     tools |= set(PROTOCOL_TOOLS)
     if subagents:
         tools.add(CALL_SUBAGENT)
-    return _surface(agent.name, tools, skills, stores, subagents, connections, mcp, excluded)
+    # A tool whose own entry was excluded but that another declaration grants (an
+    # included skill, the protocol) is not missing: listing it would contradict `tools`.
+    missing = [item for item in excluded if item.kind != "tool" or item.name not in tools]
+    return _surface(agent.name, tools, skills, stores, subagents, connections, mcp, missing)
 
 
 def _exclusion_reason(
@@ -219,9 +232,8 @@ def _exclusion_reason(
     reason = f"predicate {where} {reason}"
     logger.info(
         "predicate_excluded",
-        extra={"event": "predicate_excluded", "agent": agent.name, "entry": name,
-               "reason": reason},
-    )  # fmt: skip
+        extra={"event": "predicate_excluded", "agent": agent.name, "entry": name, "reason": reason},
+    )
     return reason
 
 
@@ -239,9 +251,10 @@ def _skill_tools(
         for tool in bundle.skills[skill].allowed_tools:
             if tool not in granted and tool not in declared_tools:
                 excluded.append(
-                    Exclusion("tool", tool, f"contributed only by skill {skill!r}, "
-                              "which is excluded")
-                )  # fmt: skip
+                    Exclusion(
+                        "tool", tool, f"contributed only by skill {skill!r}, which is excluded"
+                    )
+                )
     return granted
 
 
@@ -288,9 +301,16 @@ def _unscoped(bundle: Bundle) -> Surface:
         tools.add(CALL_SUBAGENT)
     tools = _with_store_tools(tools, stores, [])
     return _surface(
-        MAIN_AGENT, tools, sorted(bundle.skills), stores, subagents,
-        sorted(bundle.connections), sorted(bundle.mcp_servers), [], unscoped=True,
-    )  # fmt: skip
+        MAIN_AGENT,
+        tools,
+        sorted(bundle.skills),
+        stores,
+        subagents,
+        sorted(bundle.connections),
+        sorted(bundle.mcp_servers),
+        [],
+        unscoped=True,
+    )
 
 
 def _surface(
