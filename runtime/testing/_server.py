@@ -1,0 +1,579 @@
+"""The scripted OpenAI-compatible model server: real HTTP on loopback, in a thread."""
+
+from __future__ import annotations
+
+import json
+import re
+import selectors
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Self
+
+from runtime.testing._steps import (
+    ScriptedToolCall,
+    Step,
+    cut_stream,
+    error,
+    raw_arguments,
+    reply,
+    tool_call,
+    tool_calls,
+)
+
+Responder = Callable[["RecordedRequest"], "Step | str"]
+"""Answers a request when the queue is empty; a plain string means `reply(text)`."""
+
+_MAX_TEXT_DELTAS = 8
+_ARGUMENT_FRAGMENTS = 3
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One chat-completions request as the server received it."""
+
+    path: str
+    headers: Mapping[str, str]
+    """Header names lower-cased."""
+    body: Mapping[str, Any]
+    """The parsed JSON body."""
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages") or [])
+
+    @property
+    def system(self) -> str | None:
+        """The text of the first system message, or None."""
+        for message in self.messages:
+            if message.get("role") == "system":
+                return _content_text(message.get("content"))
+        return None
+
+    @property
+    def tools(self) -> list[str]:
+        """The names of the tools offered, in the order sent."""
+        return [tool["function"]["name"] for tool in self.body.get("tools") or []]
+
+    @property
+    def model(self) -> str | None:
+        value = self.body.get("model")
+        return value if isinstance(value, str) else None
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    @property
+    def last_user(self) -> str | None:
+        """The text of the last user message, or None."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return _content_text(message.get("content"))
+        return None
+
+
+@dataclass(slots=True)
+class _Unexpected:
+    request: RecordedRequest
+    reason: str
+
+
+class ScriptedModel:
+    """An OpenAI-compatible Chat Completions server that answers from a script.
+
+    Queue steps with `reply`, `tool_call`, `tool_calls`, `raw_arguments`, `error`
+    (or any `Step` with `enqueue`); each request consumes the next one, FIFO.
+    When the queue is empty, `respond(fn)` answers instead; with neither, the
+    request gets HTTP `unexpected_status` (500) and is recorded as unexpected.
+    `assert_done()` fails if a queued step was never consumed or a request was
+    unexpected. Every chat request is recorded in `requests`.
+
+    `latency` seconds pass before each chat answer; `stream_delay` seconds pass
+    between streamed chunks (0: the whole stream is written at once).
+    """
+
+    def __init__(
+        self, latency: float = 0.0, *, stream_delay: float = 0.0, unexpected_status: int = 500
+    ) -> None:
+        self.latency = latency
+        self.stream_delay = stream_delay
+        self.unexpected_status = unexpected_status
+        self._lock = threading.Lock()
+        self._steps: deque[Step] = deque()
+        self._responder: Responder | None = None
+        self._requests: list[RecordedRequest] = []
+        self._unexpected: list[_Unexpected] = []
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._call_number = 0
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._wake: tuple[socket.socket, socket.socket] | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> Self:
+        if self._server is not None:
+            return self
+        server = _Server(self)
+        wake = socket.socketpair()
+        thread = threading.Thread(
+            target=_serve, args=(server, wake[0]), name="scripted-model", daemon=True
+        )
+        self._server, self._wake, self._thread = server, wake, thread
+        thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving and drop every open connection. Safe to call twice."""
+        server, wake, thread = self._server, self._wake, self._thread
+        if server is None or wake is None or thread is None:
+            return
+        self._server = self._wake = self._thread = None
+        wake[1].send(b"x")
+        thread.join()
+        server.server_close()
+        server.drop_connections()
+        for end in wake:
+            end.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the scripted model is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL, `http://127.0.0.1:PORT/v1`."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # ------------------------------------------------------------ scripting
+
+    def enqueue(self, *steps: Step) -> Self:
+        with self._lock:
+            self._steps.extend(steps)
+        return self
+
+    def reply(self, text: str, *, cached_tokens: int = 0) -> Self:
+        return self.enqueue(reply(text, cached_tokens=cached_tokens))
+
+    def tool_call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        id: str | None = None,
+        text: str = "",
+    ) -> Self:
+        return self.enqueue(tool_call(name, arguments, id=id, text=text))
+
+    def tool_calls(
+        self, calls: list[tuple[str, Mapping[str, Any]] | ScriptedToolCall], *, text: str = ""
+    ) -> Self:
+        return self.enqueue(tool_calls(calls, text=text))
+
+    def raw_arguments(self, name: str, arguments: str, *, id: str | None = None) -> Self:
+        return self.enqueue(raw_arguments(name, arguments, id=id))
+
+    def error(self, status: int, message: str = "scripted error") -> Self:
+        return self.enqueue(error(status, message))
+
+    def cut_stream(self, text: str) -> Self:
+        return self.enqueue(cut_stream(text))
+
+    def respond(self, fn: Responder | None) -> Self:
+        """Answer with `fn(request)` whenever the queue is empty (None: stop)."""
+        with self._lock:
+            self._responder = fn
+        return self
+
+    # ------------------------------------------------------------ inspection
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every chat-completions request received so far, in arrival order (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def pending(self) -> int:
+        """How many queued steps no request has consumed yet."""
+        with self._lock:
+            return len(self._steps)
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most chat requests being handled at once so far."""
+        with self._lock:
+            return self._max_in_flight
+
+    def assert_done(self) -> None:
+        """Raise AssertionError if a step was never consumed or a request was unexpected."""
+        with self._lock:
+            steps, unexpected = list(self._steps), list(self._unexpected)
+        problems: list[str] = []
+        if steps:
+            listed = "".join(f"\n  {_describe(step)}" for step in steps)
+            problems.append(f"{len(steps)} scripted step(s) never consumed:{listed}")
+        for item in unexpected:
+            last = item.request.last_user
+            about = f" (last user message {last[:80]!r})" if last is not None else ""
+            problems.append(f"unexpected request{about}: {item.reason}")
+        if problems:
+            raise AssertionError("scripted model: " + "\n".join(problems))
+
+    # ------------------------------------------------------------ serving (handler threads)
+
+    def _next_step(self, request: RecordedRequest) -> Step | None:
+        with self._lock:
+            self._requests.append(request)
+            if self._steps:
+                return self._steps.popleft()
+            responder = self._responder
+            if responder is None:
+                self._unexpected.append(_Unexpected(request, "no step queued and no responder set"))
+                return None
+        try:
+            answer = responder(request)
+        except Exception as e:  # the test's own function failed: make the test fail, loudly
+            with self._lock:
+                self._unexpected.append(_Unexpected(request, f"responder raised {e!r}"))
+            return None
+        return reply(answer) if isinstance(answer, str) else answer
+
+    def _record_unexpected(self, request: RecordedRequest, reason: str) -> None:
+        with self._lock:
+            self._requests.append(request)
+            self._unexpected.append(_Unexpected(request, reason))
+
+    def _next_call_id(self) -> str:
+        with self._lock:
+            self._call_number += 1
+            return f"call_{self._call_number}"
+
+    @contextmanager
+    def _tracking(self) -> Iterator[None]:
+        with self._lock:
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model = model
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def drop_connections(self) -> None:
+        with self.connections_lock:
+            connections = list(self.connections)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by the client
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up mid-answer is normal in tests (cancellation, cut streams).
+        pass
+
+
+def _serve(server: _Server, wake: socket.socket) -> None:
+    """Accept connections until `wake` becomes readable (close() writes to it).
+
+    Not `serve_forever`: its shutdown waits up to a poll interval, and every
+    test starts and stops a server.
+    """
+    server.timeout = 0
+    with selectors.DefaultSelector() as selector:
+        selector.register(server.socket, selectors.EVENT_READ)
+        selector.register(wake, selectors.EVENT_READ)
+        while True:
+            ready = selector.select()
+            if any(key.fileobj is wake for key, _ in ready):
+                return
+            server.handle_request()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate sends; with Nagle on, every keep-alive reply
+    # stalls ~40 ms against the client's delayed ACK (notes/benchmarking.md).
+    disable_nagle_algorithm = True
+    timeout = 30  # an idle keep-alive connection is closed after this
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.connections_lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.connections_lock:
+            self.server.connections.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
+            pass  # the client is gone
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            self._send_json(200, {"object": "list", "data": [_model_entry("scripted")]})
+        else:
+            self._send_error(404, f"no route GET {self.path}")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        model = self.server.model
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_error(404, f"no route POST {self.path}")
+            return
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("the body is not a JSON object")
+        except ValueError as e:
+            model._record_unexpected(RecordedRequest(self.path, headers, {}), f"bad body: {e}")
+            self._send_error(400, f"invalid JSON body: {e}")
+            return
+        request = RecordedRequest(self.path, headers, body)
+        with model._tracking():
+            step = model._next_step(request)
+            if model.latency:
+                time.sleep(model.latency)
+            try:
+                self._answer(request, step)
+            except OSError:
+                self.close_connection = True  # the client hung up; nothing to answer
+
+    def _answer(self, request: RecordedRequest, step: Step | None) -> None:
+        model = self.server.model
+        if step is None:
+            self._send_error(
+                model.unexpected_status,
+                "scripted model: no step queued and no responder for this request",
+            )
+            return
+        if step.status != 200:
+            self._send_error(step.status, step.message)
+            return
+        calls = [
+            (call.id or model._next_call_id(), call.name, call.arguments)
+            for call in step.tool_calls
+        ]
+        usage = _usage(request, step)
+        name = step.model or request.model or "scripted"
+        if request.stream:
+            include_usage = bool((request.body.get("stream_options") or {}).get("include_usage"))
+            events = _stream_events(name, step, calls, usage if include_usage else None)
+            if step.cut:
+                # The role and text chunks only: no finish, no usage, no [DONE], no last chunk.
+                events = events[: 1 + len(_split_text(step.text))]
+            self._send_stream(events, cut=step.cut)
+        else:
+            self._send_completion(name, step, calls, usage)
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, status: int, message: str) -> None:
+        kind = "rate_limit_error" if status == 429 else "scripted_error"
+        self._send_json(
+            status, {"error": {"message": message, "type": kind, "param": None, "code": None}}
+        )
+
+    def _send_completion(
+        self, name: str, step: Step, calls: list[tuple[str, str, str]], usage: dict[str, Any]
+    ) -> None:
+        message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": call_id, "type": "function", "function": {"name": fn, "arguments": args}}
+                for call_id, fn, args in calls
+            ]
+        payload = {
+            "id": f"chatcmpl-{id(step):x}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": name,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": step.finish_reason,
+                    "logprobs": None,
+                }
+            ],
+            "usage": usage,
+        }
+        if not step.cut:
+            self._send_json(200, payload)
+            return
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.close_connection = True
+
+    def _send_stream(self, events: list[bytes], *, cut: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunks = [b"%x\r\n%s\r\n" % (len(event), event) for event in events]
+        if not cut:
+            chunks.append(b"0\r\n\r\n")
+        delay = self.server.model.stream_delay
+        if delay:
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                time.sleep(delay)
+        else:
+            self.wfile.write(b"".join(chunks))
+        if cut:
+            self.close_connection = True
+
+
+def _stream_events(
+    name: str, step: Step, calls: list[tuple[str, str, str]], usage: dict[str, Any] | None
+) -> list[bytes]:
+    """The SSE events of a streamed answer: role, text deltas, tool-call deltas, finish, usage."""
+    created = int(time.time())
+    ident = f"chatcmpl-{id(step):x}"
+
+    def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        chunk = {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": name,
+            "choices": choices,
+            **extra,
+        }
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    def delta(content: dict[str, Any], finish: str | None = None) -> bytes:
+        return event([{"index": 0, "delta": content, "finish_reason": finish, "logprobs": None}])
+
+    events = [delta({"role": "assistant", "content": ""})]
+    events.extend(delta({"content": piece}) for piece in _split_text(step.text))
+    for index, (call_id, fn, arguments) in enumerate(calls):
+        first = {"name": fn, "arguments": ""}
+        head = {"index": index, "id": call_id, "type": "function", "function": first}
+        events.append(delta({"tool_calls": [head]}))
+        for piece in _split_evenly(arguments, _ARGUMENT_FRAGMENTS):
+            events.append(
+                delta({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            )
+    events.append(delta({}, step.finish_reason))
+    if usage is not None:
+        events.append(event([], usage=usage))
+    events.append(b"data: [DONE]\n\n")
+    return events
+
+
+def _split_text(text: str) -> list[str]:
+    """Text as up to eight deltas, cut at word boundaries (the way models stream)."""
+    words = _WORDS.findall(text)
+    if not words:
+        return []
+    size = -(-len(words) // _MAX_TEXT_DELTAS)
+    return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
+
+
+def _split_evenly(text: str, parts: int) -> list[str]:
+    if not text:
+        return []
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def _usage(request: RecordedRequest, step: Step) -> dict[str, Any]:
+    """Deterministic token counts: characters // 4 (input at least 1, output at least 1)."""
+    characters = 0
+    for message in request.messages:
+        characters += len(_content_text(message.get("content")))
+        for call in message.get("tool_calls") or []:
+            characters += len(str(call.get("function", {}).get("arguments", "")))
+    prompt = max(1, characters // 4)
+    produced = len(step.text) + sum(len(c.name) + len(c.arguments) for c in step.tool_calls)
+    completion = max(1, produced // 4)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": min(step.cached_tokens, prompt)},
+    }
+
+
+def _model_entry(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "amodal-testing"}
+
+
+def _describe(step: Step) -> str:
+    if step.status != 200:
+        return f"error({step.status}, {step.message!r})"
+    parts = []
+    if step.text:
+        parts.append(f"text {step.text[:60]!r}")
+    parts.extend(f"tool call {call.name!r}" for call in step.tool_calls)
+    return ", ".join(parts) or "empty reply"

@@ -1,0 +1,96 @@
+"""What a scripted model answers: one `Step` per model call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedToolCall:
+    """One tool call a step answers with. `arguments` is the raw JSON text sent."""
+
+    name: str
+    arguments: str
+    id: str | None = None
+    """None: the server numbers it (`call_1`, `call_2`, ... per server)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One scripted answer to one chat-completions request.
+
+    A success (`status` 200) carries text, tool calls or both; an error step
+    carries an HTTP status and a message, sent as an OpenAI-style error body.
+    `cut` streams the text and then drops the connection without finishing
+    the response (a provider dying mid-stream). Build variants with
+    `dataclasses.replace(reply("hi"), model="gpt-x-2025")`.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    status: int = 200
+    message: str = ""
+    cut: bool = False
+    cached_tokens: int = 0
+    model: str | None = None
+    """The model name the response reports; None: the one requested."""
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.tool_calls else "stop"
+
+
+def reply(text: str, *, cached_tokens: int = 0) -> Step:
+    """A plain text answer."""
+    return Step(text=text, cached_tokens=cached_tokens)
+
+
+def tool_call(
+    name: str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    id: str | None = None,
+    text: str = "",
+    cached_tokens: int = 0,
+) -> Step:
+    """An answer with one tool call (and optionally some text before it)."""
+    call = ScriptedToolCall(name, json.dumps(dict(arguments or {})), id)
+    return Step(text=text, tool_calls=(call,), cached_tokens=cached_tokens)
+
+
+def tool_calls(
+    calls: Iterable[tuple[str, Mapping[str, Any]] | ScriptedToolCall],
+    *,
+    text: str = "",
+    cached_tokens: int = 0,
+) -> Step:
+    """An answer with several tool calls, in this order."""
+    built = tuple(
+        call
+        if isinstance(call, ScriptedToolCall)
+        else ScriptedToolCall(call[0], json.dumps(dict(call[1])))
+        for call in calls
+    )
+    if not built:
+        raise ValueError("tool_calls() needs at least one call")
+    return Step(text=text, tool_calls=built, cached_tokens=cached_tokens)
+
+
+def raw_arguments(name: str, arguments: str, *, id: str | None = None) -> Step:
+    """A tool call whose arguments are sent verbatim, e.g. malformed JSON."""
+    return Step(tool_calls=(ScriptedToolCall(name, arguments, id),))
+
+
+def error(status: int, message: str = "scripted error") -> Step:
+    """An HTTP error answer (429, 500, 503, 400, ...) with an OpenAI-style body."""
+    if not 400 <= status <= 599:
+        raise ValueError(f"error status must be 4xx or 5xx, got {status}")
+    return Step(status=status, message=message)
+
+
+def cut_stream(text: str) -> Step:
+    """Stream `text`, then drop the connection before the response is complete."""
+    return Step(text=text, cut=True)
