@@ -1,0 +1,671 @@
+"""The embedded backend: one SQLite file, through the stdlib `sqlite3` module.
+
+One connection per storage, used from anyio worker threads one operation at a
+time (a capacity limiter of one keeps waiting callers off the thread pool, a
+lock guards the connection). The database runs in WAL mode with
+synchronous=NORMAL: a commit is a write to the WAL without an fsync (an append
+transaction takes ~60 µs, ~0.15 ms with the hop to the worker thread), and a
+crash of the process loses nothing committed (a power cut may lose the last
+commits, never corrupt the file).
+
+Several storages, in one process or several, may share a file: every write is
+a `BEGIN IMMEDIATE` transaction, which takes SQLite's write lock up front (other
+writers wait up to the busy timeout), so read-then-write sequences are atomic
+across processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+from runtime.logs import logger
+from runtime.storage import (
+    RUN_STATUSES,
+    JSONObject,
+    NewEvent,
+    PendingConfirmation,
+    RecordExistsError,
+    RecordNotFoundError,
+    RunRecord,
+    RunStatus,
+    SessionRecord,
+    StorageClosedError,
+    StorageError,
+    StoredEvent,
+    utc_now,
+)
+from runtime.storage.migrations import SQLITE_MIGRATIONS, Migration
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_SECONDS = 10.0
+"""How long a write waits for another process's write lock before failing."""
+
+_SESSION_COLUMNS = "id, scope_id, owner, root_agent, created_at, updated_at, metadata"
+_EVENT_COLUMNS = "session_id, seq, type, run_id, agent, bundle_version, created_at, data"
+_PENDING_COLUMNS = "session_id, call_id, run_id, agent, tool, arguments, state, created_at"
+_RUN_COLUMNS = (
+    "id, session_id, parent_run_id, depth, agent, label, started_at, ended_at, status, usage, error"
+)
+
+Connection = sqlite3.Connection
+
+
+class SqliteStorage:
+    """`Storage` on a SQLite file. Open it with `await SqliteStorage.open(path)`.
+
+    A storage belongs to the event loop that opened it (like any async database
+    pool); other processes and other storages on the same file are fine.
+    """
+
+    def __init__(self, path: Path, connection: Connection, migrations: Sequence[Migration]) -> None:
+        self.path = path
+        self._connection: Connection | None = connection
+        self._migrations = tuple(migrations)
+        self._lock = threading.Lock()
+        self._limiter = anyio.CapacityLimiter(1)
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        migrations: Sequence[Migration] = SQLITE_MIGRATIONS,
+    ) -> SqliteStorage:
+        """Open the file (creating it and its directory), set it up and migrate it."""
+        target = Path(path)
+        connection = await anyio.to_thread.run_sync(_connect, target)
+        storage = cls(target, connection, migrations)
+        try:
+            await storage.migrate()
+        except BaseException:
+            await storage.close()
+            raise
+        return storage
+
+    def __repr__(self) -> str:
+        return f"SqliteStorage({str(self.path)!r})"
+
+    # --- plumbing ---------------------------------------------------------
+
+    async def _read(self, operation: Callable[[Connection], T]) -> T:
+        return await anyio.to_thread.run_sync(self._locked, operation, limiter=self._limiter)
+
+    async def _write(self, operation: Callable[[Connection], T]) -> T:
+        # Shielded, so a write that was asked for commits or rolls back on its own
+        # terms: a cancelled turn never leaves half an append or a lost approval.
+        with anyio.CancelScope(shield=True):
+            result = await anyio.to_thread.run_sync(self._locked, operation, limiter=self._limiter)
+        # The caller was perhaps cancelled meanwhile: it gets that, not the result.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        return result
+
+    def _locked(self, operation: Callable[[Connection], T]) -> T:
+        with self._lock:
+            if self._connection is None:
+                raise StorageClosedError(f"the storage on {self.path} is closed")
+            try:
+                return operation(self._connection)
+            except sqlite3.Error as e:
+                raise StorageError(f"database {self.path}: {e}") from e
+
+    # --- lifecycle --------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        migrations = self._migrations
+        return await self._write(lambda connection: _migrate(connection, migrations, self.path))
+
+    async def close(self) -> None:
+        def close(connection: Connection) -> None:
+            connection.close()
+            self._connection = None
+
+        with anyio.CancelScope(shield=True):
+            try:
+                await anyio.to_thread.run_sync(self._locked, close, limiter=self._limiter)
+            except StorageClosedError:
+                pass
+
+    # --- sessions ---------------------------------------------------------
+
+    async def create_session(self, record: SessionRecord) -> None:
+        row = (
+            record.id,
+            record.scope_id,
+            record.owner,
+            record.root_agent,
+            _iso(record.created_at, "created_at"),
+            _iso(record.updated_at, "updated_at"),
+            _dump(record.metadata, "metadata"),
+        )
+
+        def create(connection: Connection) -> None:
+            with _transaction(connection), _mapping_conflicts("session", record.id):
+                connection.execute(
+                    f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", row
+                )
+
+        await self._write(create)
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        def get(connection: Connection) -> SessionRecord | None:
+            row = connection.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            return None if row is None else _session(row)
+
+        return await self._read(get)
+
+    async def set_root(self, session_id: str, agent: str) -> None:
+        await self._update_session(
+            session_id, "root_agent = ?, updated_at = ?", (agent, _iso(utc_now(), "now"))
+        )
+
+    async def touch_session(self, session_id: str) -> None:
+        await self._update_session(session_id, "updated_at = ?", (_iso(utc_now(), "now"),))
+
+    async def _update_session(
+        self, session_id: str, assignments: str, values: tuple[str, ...]
+    ) -> None:
+        def update(connection: Connection) -> None:
+            with _transaction(connection):
+                cursor = connection.execute(
+                    f"UPDATE sessions SET {assignments} WHERE id = ?", (*values, session_id)
+                )
+            if cursor.rowcount == 0:
+                raise RecordNotFoundError("session", session_id)
+
+        await self._write(update)
+
+    async def delete_session(self, session_id: str) -> bool:
+        def delete(connection: Connection) -> bool:
+            with _transaction(connection):
+                # Events, runs and pending confirmations go by ON DELETE CASCADE.
+                deleted = connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+                connection.execute("DELETE FROM turn_leases WHERE session_id = ?", (session_id,))
+            return deleted.rowcount > 0
+
+        return await self._write(delete)
+
+    # --- events -----------------------------------------------------------
+
+    async def append_event(
+        self,
+        session_id: str,
+        type: str,
+        data: JSONObject,
+        *,
+        run_id: str | None,
+        agent: str | None,
+        bundle_version: str | None,
+    ) -> StoredEvent:
+        event = NewEvent(type, data, run_id, agent, bundle_version)
+        (stored,) = await self.append_events(session_id, (event,))
+        return stored
+
+    async def append_events(self, session_id: str, events: Sequence[NewEvent]) -> list[StoredEvent]:
+        if not events:
+            return []
+        # Encoded before the write, so bad data fails the caller and never the transaction.
+        encoded = [_dump(event.data, f"event {event.type!r} data") for event in events]
+        created_at = utc_now()
+        created_text = _iso(created_at, "now")
+        count = len(events)
+
+        def append(connection: Connection) -> int:
+            with _transaction(connection):
+                # One UPDATE both checks the session and reserves `count` seqs; the
+                # write lock held since BEGIN IMMEDIATE makes the pair atomic.
+                row = connection.execute(
+                    "UPDATE sessions SET last_seq = last_seq + ?, updated_at = ? WHERE id = ? "
+                    "RETURNING last_seq",
+                    (count, created_text, session_id),
+                ).fetchone()
+                if row is None:
+                    raise RecordNotFoundError("session", session_id)
+                first = int(row[0]) - count + 1
+                connection.executemany(
+                    f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            session_id,
+                            first + index,
+                            event.type,
+                            event.run_id,
+                            event.agent,
+                            event.bundle_version,
+                            created_text,
+                            text,
+                        )
+                        for index, (event, text) in enumerate(zip(events, encoded, strict=True))
+                    ],
+                )
+            return first
+
+        first = await self._write(append)
+        return [
+            StoredEvent(
+                session_id=session_id,
+                seq=first + index,
+                type=event.type,
+                run_id=event.run_id,
+                agent=event.agent,
+                bundle_version=event.bundle_version,
+                created_at=created_at,
+                data=json.loads(text),
+            )
+            for index, (event, text) in enumerate(zip(events, encoded, strict=True))
+        ]
+
+    async def list_events(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
+        def list_(connection: Connection) -> list[StoredEvent]:
+            rows = connection.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ? "
+                "ORDER BY seq",
+                (session_id, after_seq),
+            ).fetchall()
+            return [_event(row) for row in rows]
+
+        return await self._read(list_)
+
+    # --- pending confirmations ---------------------------------------------
+
+    async def save_pending(self, confirmation: PendingConfirmation) -> None:
+        c = confirmation
+        row = (
+            c.session_id,
+            c.call_id,
+            c.run_id,
+            c.agent,
+            c.tool,
+            _dump(c.arguments, "arguments"),
+            _dump(c.state, "state"),
+            _iso(c.created_at, "created_at"),
+        )
+        key = f"{c.session_id}/{c.call_id}"
+
+        def save(connection: Connection) -> None:
+            with (
+                _transaction(connection),
+                _mapping_conflicts("pending confirmation", key, session_id=c.session_id),
+            ):
+                connection.execute(
+                    f"INSERT INTO pending_confirmations ({_PENDING_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+
+        await self._write(save)
+
+    async def get_pending(self, session_id: str, call_id: str) -> PendingConfirmation | None:
+        def get(connection: Connection) -> PendingConfirmation | None:
+            row = connection.execute(
+                f"SELECT {_PENDING_COLUMNS} FROM pending_confirmations "
+                "WHERE session_id = ? AND call_id = ?",
+                (session_id, call_id),
+            ).fetchone()
+            return None if row is None else _pending(row)
+
+        return await self._read(get)
+
+    async def list_pending(self, session_id: str) -> list[PendingConfirmation]:
+        def list_(connection: Connection) -> list[PendingConfirmation]:
+            rows = connection.execute(
+                f"SELECT {_PENDING_COLUMNS} FROM pending_confirmations WHERE session_id = ? "
+                "ORDER BY created_at, rowid",
+                (session_id,),
+            ).fetchall()
+            return [_pending(row) for row in rows]
+
+        return await self._read(list_)
+
+    async def delete_pending(self, session_id: str, call_id: str) -> bool:
+        def delete(connection: Connection) -> bool:
+            # rowcount is 1 only for the one DELETE that found the row; every
+            # other caller, in any process, finds it gone.
+            with _transaction(connection):
+                cursor = connection.execute(
+                    "DELETE FROM pending_confirmations WHERE session_id = ? AND call_id = ?",
+                    (session_id, call_id),
+                )
+            return cursor.rowcount == 1
+
+        return await self._write(delete)
+
+    # --- runs -------------------------------------------------------------
+
+    async def start_run(self, record: RunRecord) -> None:
+        r = record
+        _check_status(r.status, RUN_STATUSES)
+        if r.depth < 0:
+            raise ValueError(f"run {r.id!r}: depth must be 0 or more, got {r.depth}")
+        row = (
+            r.id,
+            r.session_id,
+            r.parent_run_id,
+            r.depth,
+            r.agent,
+            r.label,
+            _iso(r.started_at, "started_at"),
+            None if r.ended_at is None else _iso(r.ended_at, "ended_at"),
+            r.status,
+            _dump(r.usage, "usage"),
+            r.error,
+        )
+
+        def start(connection: Connection) -> None:
+            with _transaction(connection), _mapping_conflicts("run", r.id, session_id=r.session_id):
+                connection.execute(
+                    f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+
+        await self._write(start)
+
+    async def end_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        usage: JSONObject,
+        error: str | None = None,
+        ended_at: datetime | None = None,
+    ) -> None:
+        _check_status(status, ("ok", "error", "partial"))
+        values = (
+            status,
+            _dump(usage, "usage"),
+            error,
+            _iso(ended_at or utc_now(), "ended_at"),
+            run_id,
+        )
+
+        def end(connection: Connection) -> None:
+            with _transaction(connection):
+                cursor = connection.execute(
+                    "UPDATE runs SET status = ?, usage = ?, error = ?, ended_at = ? WHERE id = ?",
+                    values,
+                )
+            if cursor.rowcount == 0:
+                raise RecordNotFoundError("run", run_id)
+
+        await self._write(end)
+
+    async def list_runs(self, session_id: str) -> list[RunRecord]:
+        def list_(connection: Connection) -> list[RunRecord]:
+            rows = connection.execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE session_id = ? ORDER BY started_at, rowid",
+                (session_id,),
+            ).fetchall()
+            return [_run(row) for row in rows]
+
+        return await self._read(list_)
+
+    # --- turn leases ------------------------------------------------------
+
+    async def try_acquire_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
+        _check_ttl(ttl_seconds)
+
+        def acquire(connection: Connection) -> bool:
+            now = time.time()  # read in the worker, so time spent queued does not shorten the ttl
+            with _transaction(connection):
+                # One statement: insert a free lease, or take over one that has
+                # expired (or that this holder already has); a live lease of
+                # another holder makes the update's WHERE false and nothing returns.
+                taken = connection.execute(
+                    "INSERT INTO turn_leases (session_id, holder, expires_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (session_id) DO UPDATE "
+                    "SET holder = excluded.holder, expires_at = excluded.expires_at "
+                    "WHERE turn_leases.expires_at <= ? OR turn_leases.holder = excluded.holder "
+                    "RETURNING holder",
+                    (session_id, holder, now + ttl_seconds, now),
+                ).fetchall()
+            return bool(taken)
+
+        return await self._write(acquire)
+
+    async def renew_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
+        _check_ttl(ttl_seconds)
+
+        def renew(connection: Connection) -> bool:
+            now = time.time()
+            with _transaction(connection):
+                cursor = connection.execute(
+                    "UPDATE turn_leases SET expires_at = ? WHERE session_id = ? AND holder = ?",
+                    (now + ttl_seconds, session_id, holder),
+                )
+            return cursor.rowcount == 1
+
+        return await self._write(renew)
+
+    async def release_turn(self, session_id: str, holder: str) -> bool:
+        def release(connection: Connection) -> bool:
+            with _transaction(connection):
+                cursor = connection.execute(
+                    "DELETE FROM turn_leases WHERE session_id = ? AND holder = ?",
+                    (session_id, holder),
+                )
+            return cursor.rowcount == 1
+
+        return await self._write(release)
+
+
+# --- connection and migrations ---------------------------------------------
+
+
+def _connect(path: Path) -> Connection:
+    if str(path) != ":memory:":
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        # isolation_level=None: no implicit transactions; every write says BEGIN IMMEDIATE.
+        connection = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as e:
+        raise StorageError(f"cannot open the database {path}: {e}") from e
+    try:
+        mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute("PRAGMA foreign_keys = ON")
+        connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+    except sqlite3.Error as e:
+        connection.close()
+        raise StorageError(f"cannot set up the database {path}: {e}") from e
+    if mode != "wal":
+        logger.warning(
+            "storage_not_wal",
+            extra={"event": "storage_not_wal", "database": str(path), "journal_mode": mode},
+        )
+    return connection
+
+
+def _migrate(connection: Connection, migrations: Sequence[Migration], path: Path) -> list[str]:
+    names = [migration.name for migration in migrations]
+    if len(set(names)) != len(names):
+        raise ValueError(f"migration names must be unique, got {names}")
+    # All pending migrations in one transaction: a database is at one version or the
+    # next, never between; the write lock also keeps two processes from racing.
+    with _transaction(connection):
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS migrations "
+            "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
+        applied = {row[0] for row in connection.execute("SELECT name FROM migrations")}
+        pending = [migration for migration in migrations if migration.name not in applied]
+        applied_at = _iso(utc_now(), "now")
+        for migration in pending:
+            for statement in _statements(migration.sql):
+                connection.execute(statement)
+            connection.execute(
+                "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                (migration.name, applied_at),
+            )
+    for migration in pending:
+        logger.info(
+            "storage_migrated",
+            extra={"event": "storage_migrated", "database": str(path), "migration": migration.name},
+        )
+    unknown = sorted(applied - set(names))
+    if unknown:
+        logger.warning(
+            "storage_schema_newer",
+            extra={"event": "storage_schema_newer", "database": str(path), "migrations": unknown},
+        )
+    return [migration.name for migration in pending]
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (`executescript` would commit our transaction)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        raise ValueError(f"migration has an unterminated statement: {buffer.strip()[:80]!r}")
+    return statements
+
+
+@contextmanager
+def _transaction(connection: Connection) -> Iterator[None]:
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+@contextmanager
+def _mapping_conflicts(kind: str, key: str, *, session_id: str | None = None) -> Iterator[None]:
+    """Turn constraint failures of an INSERT into the errors the Protocol promises."""
+    try:
+        yield
+    except sqlite3.IntegrityError as e:
+        name = getattr(e, "sqlite_errorname", "")
+        if name in {"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"}:
+            raise RecordExistsError(kind, key) from e
+        if name == "SQLITE_CONSTRAINT_FOREIGNKEY" and session_id is not None:
+            raise RecordNotFoundError("session", session_id) from e
+        raise
+
+
+# --- values in and out ------------------------------------------------------
+
+
+def _dump(value: JSONObject, what: str) -> str:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be a JSON object (a dict), got {type(value).__name__}")
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{what} is not JSON: {e}") from e
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (tool output decoded from broken JSON, say) cannot be
+        # stored as UTF-8; escaped as \uXXXX it is plain ASCII and comes back exact.
+        return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    return text
+
+
+def _load(text: str) -> JSONObject:
+    return cast(JSONObject, json.loads(text))
+
+
+def _iso(moment: datetime, what: str) -> str:
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(
+            f"{what}: naive datetime {moment.isoformat()}; "
+            "pass an aware one, e.g. datetime.now(UTC)"
+        )
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def _check_status(status: str, allowed: Sequence[str]) -> None:
+    if status not in allowed:
+        raise ValueError(f"run status {status!r} is not one of {', '.join(allowed)}")
+
+
+def _check_ttl(ttl_seconds: float) -> None:
+    if not ttl_seconds > 0:
+        raise ValueError(f"ttl_seconds must be more than 0, got {ttl_seconds!r}")
+
+
+def _session(row: Any) -> SessionRecord:
+    return SessionRecord(
+        id=row[0],
+        scope_id=row[1],
+        owner=row[2],
+        root_agent=row[3],
+        created_at=_time(row[4]),
+        updated_at=_time(row[5]),
+        metadata=_load(row[6]),
+    )
+
+
+def _event(row: Any) -> StoredEvent:
+    return StoredEvent(
+        session_id=row[0],
+        seq=row[1],
+        type=row[2],
+        run_id=row[3],
+        agent=row[4],
+        bundle_version=row[5],
+        created_at=_time(row[6]),
+        data=_load(row[7]),
+    )
+
+
+def _pending(row: Any) -> PendingConfirmation:
+    return PendingConfirmation(
+        session_id=row[0],
+        call_id=row[1],
+        run_id=row[2],
+        agent=row[3],
+        tool=row[4],
+        arguments=_load(row[5]),
+        state=_load(row[6]),
+        created_at=_time(row[7]),
+    )
+
+
+def _run(row: Any) -> RunRecord:
+    return RunRecord(
+        id=row[0],
+        session_id=row[1],
+        parent_run_id=row[2],
+        depth=row[3],
+        agent=row[4],
+        label=row[5],
+        started_at=_time(row[6]),
+        ended_at=None if row[7] is None else _time(row[7]),
+        status=cast(RunStatus, row[8]),
+        usage=_load(row[9]),
+        error=row[10],
+    )
+
+
+__all__ = ["BUSY_TIMEOUT_SECONDS", "SqliteStorage"]
