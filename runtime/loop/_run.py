@@ -1,0 +1,371 @@
+"""One run of the turn loop: call the model, run the tools it asks for, repeat (SPEC 6.1).
+
+A run is an async generator of Events. Everything that must survive (the
+assistant's messages, tool calls and results) goes through the Recorder as it
+happens, before the next step, so a crash loses at most the event being written
+and the transcript rebuilt from storage is always valid for the next turn.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+from runtime.events import DoneReason, Event, Usage
+from runtime.models import ModelClient, ModelReply, ToolCall
+from runtime.tools import Tool, ToolContext, encode_result, with_budget
+from runtime.tools.builtin import ASK_CHOICE, STOP_EXECUTION
+
+MAX_PARALLEL_TOOLS = 8
+OUT_OF_BUDGET = (
+    "You have used every tool call of this run. Do not call tools: answer now with what "
+    "you have, and say what is left undone."
+)
+
+
+class Recorder(Protocol):
+    """Where a run writes what must survive: the session's event log."""
+
+    async def record(self, type: str, data: dict[str, Any], *, run_id: str, agent: str) -> None:
+        """Append one durable event; must complete even if the caller is cancelled."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """Everything one run needs, fixed when it starts."""
+
+    session_id: str
+    run_id: str
+    agent: str
+    system_prompt: str
+    context_prompt: str | None
+    tools: Mapping[str, Tool]
+    max_tool_calls: int
+    client: ModelClient
+    cache_key: str
+    tool_context: ToolContext
+    interactive: bool = True  # False for specialists: no confirmations, no ask_choice
+    result_limit: int = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A confirm-required call waiting for a person; stored durably to resume the run."""
+
+    call: ToolCall
+    used: int
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended; filled in as the run's last step."""
+
+    reason: DoneReason = "model_stop"
+    text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    pending: PendingCall | None = None
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Continue a run paused on a confirmation: run the call (approved) or deny it."""
+
+    pending: PendingCall
+    approved: bool
+
+
+async def run(
+    spec: RunSpec,
+    transcript: list[dict[str, Any]],
+    recorder: Recorder,
+    outcome: RunOutcome,
+    *,
+    resume: Resume | None = None,
+) -> AsyncIterator[Event]:
+    """Run the loop over `transcript` (OpenAI messages, appended to in place)."""
+    used = 0
+    if resume is not None:
+        used = resume.pending.used
+        result = await _resumed_result(spec, resume)
+        used += 1 if resume.approved else 0
+        async for event in _results(
+            spec, transcript, recorder, [(resume.pending.call, result)], used
+        ):
+            yield event
+    while True:
+        out_of_budget = used >= spec.max_tool_calls
+        reply: ModelReply | None = None
+        async for item in spec.client.stream(
+            _messages(spec, transcript, out_of_budget),
+            None if out_of_budget or not spec.tools else [t.schema() for t in spec.tools.values()],
+            cache_key=spec.cache_key,
+        ):
+            if isinstance(item, str):
+                yield _event(spec, "text_delta", text=item)
+            else:
+                reply = item
+        assert reply is not None  # the client always ends with a reply or raises
+        outcome.usage += reply.usage
+        outcome.model = reply.model
+        outcome.text = reply.text
+        calls = [] if out_of_budget else list(reply.tool_calls)
+        message = _assistant_message(reply.text, calls)
+        transcript.append(message)
+        await recorder.record(
+            "assistant",
+            {"text": reply.text, "tool_calls": message.get("tool_calls", []), "model": reply.model},
+            run_id=spec.run_id,
+            agent=spec.agent,
+        )
+        yield _event(spec, "usage", model=reply.model, usage=reply.usage.as_json())
+        if out_of_budget or not calls:
+            outcome.reason = "max_tool_calls" if out_of_budget else "model_stop"
+            return
+        for call in calls:
+            yield _event(
+                spec,
+                "tool_call",
+                call_id=call.id,
+                name=call.name,
+                arguments=_parsed(call.arguments),
+            )
+        step = await _run_calls(spec, calls, used)
+        used = step.used
+        async for event in _results(spec, transcript, recorder, step.done, used):
+            yield event
+        if step.choice is not None:
+            yield _event(
+                spec, "choice", question=step.choice["question"], options=step.choice["options"]
+            )
+        if step.pending is not None:
+            outcome.pending = step.pending
+            call = step.pending.call
+            yield _event(
+                spec,
+                "confirmation_required",
+                call_id=call.id,
+                name=call.name,
+                arguments=_parsed(call.arguments),
+            )
+        if step.reason is not None:
+            outcome.reason = step.reason
+            return
+
+
+@dataclass
+class _Step:
+    """What one response's calls came to."""
+
+    done: list[tuple[ToolCall, dict[str, Any]]]  # calls with a result, in call order
+    used: int
+    reason: DoneReason | None = None
+    choice: dict[str, Any] | None = None
+    pending: PendingCall | None = None
+
+
+async def _run_calls(spec: RunSpec, calls: list[ToolCall], used: int) -> _Step:
+    """Run one response's calls. `stop_execution` ends the run before anything else runs;
+    `ask_choice` and a confirm-required call end the turn after the other calls ran."""
+    step = _Step([], used)
+    if any(call.name == STOP_EXECUTION and call.name in spec.tools for call in calls):
+        step.reason = "stop_execution"
+        step.done = [
+            (
+                call,
+                _ok(call, {"stopped": True})
+                if call.name == STOP_EXECUTION
+                else _error(call, "not run: the run stopped"),
+            )
+            for call in calls
+        ]
+        return step
+    results: dict[int, dict[str, Any]] = {}
+    runnable: list[int] = []
+    for index, call in enumerate(calls):
+        tool = spec.tools.get(call.name)
+        if tool is not None and (call.name == ASK_CHOICE or tool.confirm) and not spec.interactive:
+            results[index] = _denied(
+                call,
+                "a specialist runs without a person to ask or to "
+                "approve; decide with the tools you have",
+            )
+        elif call.name == ASK_CHOICE and tool is not None and step.reason is None:
+            arguments = _parsed(call.arguments)
+            problems = tool.argument_errors(arguments)
+            if problems:
+                results[index] = _error(call, "invalid arguments: " + "; ".join(problems))
+            else:
+                results[index] = _ok(
+                    call, {"asked": True, "note": "the person's answer is the next user message"}
+                )
+                step.choice, step.reason = arguments, "awaiting_choice"
+        elif tool is not None and tool.confirm and step.reason is None:
+            step.pending = PendingCall(call, used)  # its result comes when a person decides
+            step.reason = "awaiting_confirmation"
+        elif tool is not None and (tool.confirm or call.name == ASK_CHOICE):
+            results[index] = _error(call, "not run: the turn is waiting for the person")
+        else:
+            runnable.append(index)
+    budget_left = spec.max_tool_calls - used
+    for index in runnable[budget_left:]:
+        results[index] = _error(calls[index], "not run: the tool-call budget is spent")
+    executed = runnable[:budget_left]
+    for index, result in zip(
+        executed, await _execute(spec, [calls[i] for i in executed]), strict=True
+    ):
+        results[index] = result
+    step.used = used + len(executed)
+    if step.pending is not None:
+        step.pending = PendingCall(step.pending.call, step.used)
+    step.done = [(calls[index], results[index]) for index in sorted(results)]
+    return step
+
+
+async def _execute(spec: RunSpec, calls: list[ToolCall]) -> list[dict[str, Any]]:
+    """Run calls concurrently (bounded); results come back in call order."""
+    results: list[dict[str, Any]] = [{} for _ in calls]
+    limiter = anyio.CapacityLimiter(MAX_PARALLEL_TOOLS)
+
+    async def one(index: int, call: ToolCall) -> None:
+        async with limiter:
+            results[index] = await _call(spec, call)
+
+    async with anyio.create_task_group() as group:
+        for index, call in enumerate(calls):
+            group.start_soon(one, index, call)
+    return results
+
+
+async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
+    """One tool call: never raises; every failure is a result the model reads."""
+    started = time.monotonic()
+    tool = spec.tools.get(call.name)
+    if tool is None:
+        return _error(
+            call, f"unknown tool {call.name!r}; available tools: " + ", ".join(sorted(spec.tools))
+        )
+    arguments = _parsed(call.arguments)
+    if arguments is _MALFORMED:
+        return _error(
+            call,
+            "the arguments are not valid JSON; send a JSON object matching the tool's parameters",
+        )
+    problems = tool.argument_errors(arguments)
+    if problems:
+        return _error(
+            call,
+            "invalid arguments: "
+            + "; ".join(problems)
+            + f". Parameters: {json.dumps(dict(tool.parameters))}",
+        )
+    try:
+        with anyio.fail_after(tool.timeout):
+            value = await tool.handler(arguments, spec.tool_context)
+    except TimeoutError:
+        return _status(
+            call,
+            "timeout",
+            error=f"the tool did not finish within {tool.timeout:g} s",
+            started=started,
+        )
+    except Exception as error:  # a tool is user code: its failure is the model's to handle
+        return _status(call, "error", error=f"{type(error).__name__}: {error}", started=started)
+    return _status(call, "ok", result=value, started=started)
+
+
+async def _resumed_result(spec: RunSpec, resume: Resume) -> dict[str, Any]:
+    call = resume.pending.call
+    if not resume.approved:
+        return _denied(call, "the person denied this call")
+    return await _call(spec, call)
+
+
+async def _results(
+    spec: RunSpec,
+    transcript: list[dict[str, Any]],
+    recorder: Recorder,
+    done: list[tuple[ToolCall, dict[str, Any]]],
+    used: int,
+) -> AsyncIterator[Event]:
+    """Append each result to the transcript and the log, then stream it."""
+    for call, result in done:
+        payload = result.get("result") if result["status"] == "ok" else {"error": result["error"]}
+        content = encode_result(with_budget(payload, used, spec.max_tool_calls), spec.result_limit)
+        transcript.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        await recorder.record(
+            "tool_result", {**result, "content": content}, run_id=spec.run_id, agent=spec.agent
+        )
+        yield _event(spec, "tool_result", **result)
+
+
+def _messages(
+    spec: RunSpec, transcript: list[dict[str, Any]], out_of_budget: bool
+) -> list[dict[str, Any]]:
+    """System prompt, transcript, and the per-turn context just before the newest user message."""
+    messages = [{"role": "system", "content": spec.system_prompt}, *transcript]
+    if spec.context_prompt:
+        newest_user = max(
+            (i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages)
+        )
+        messages.insert(newest_user, {"role": "system", "content": spec.context_prompt})
+    if out_of_budget:
+        messages.append({"role": "system", "content": OUT_OF_BUDGET})
+    return messages
+
+
+def _assistant_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
+        ]
+    return message
+
+
+_MALFORMED: Any = object()
+
+
+def _parsed(arguments: str) -> Any:
+    try:
+        return json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return _MALFORMED
+
+
+def _status(
+    call: ToolCall, status: str, *, started: float, result: Any = None, error: str | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "call_id": call.id,
+        "name": call.name,
+        "status": status,
+        "duration_ms": round((time.monotonic() - started) * 1000),
+    }
+    if status == "ok":
+        body["result"] = result
+    else:
+        body["error"] = error
+    return body
+
+
+def _ok(call: ToolCall, result: Any) -> dict[str, Any]:
+    return _status(call, "ok", result=result, started=time.monotonic())
+
+
+def _error(call: ToolCall, message: str) -> dict[str, Any]:
+    return _status(call, "error", error=message, started=time.monotonic())
+
+
+def _denied(call: ToolCall, message: str) -> dict[str, Any]:
+    return _status(call, "denied", error=message, started=time.monotonic())
+
+
+def _event(spec: RunSpec, type: Any, **data: Any) -> Event:
+    return Event(type, spec.session_id, spec.run_id, data)

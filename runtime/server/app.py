@@ -1,0 +1,296 @@
+"""The HTTP API (SPEC 14): chats streamed as SSE, sessions, agents, surfaces, health.
+
+A thin layer over ChatRuntime: it authenticates, validates bodies strictly,
+maps runtime errors to status codes, and streams the turn's events. Errors are
+always `{"error": {"code", "message"}}`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from runtime.bundle import Bundle
+from runtime.chat import (
+    Caller,
+    ChatRequest,
+    ChatRuntime,
+    ConfirmationNotFoundError,
+    SessionBusyError,
+    SessionNotFoundError,
+    Turn,
+)
+from runtime.events import Event
+from runtime.exceptions import AmodalError, UnknownAgentError
+from runtime.inspection import inspect_agent
+from runtime.reload import LiveBundle
+from runtime.server.auth import Authenticator, AuthError
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ChatBody(_Body):
+    message: str = Field(min_length=1)
+    agent: str | None = None
+    context: dict[str, str] = Field(default_factory=dict)
+    session_id: str | None = None
+    stream: bool = True
+    autonomous: bool = False
+
+
+class ConfirmationBody(_Body):
+    approve: bool
+    stream: bool = True
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> FastAPI:
+    """The ASGI app serving `runtime` over the bundles of `live`."""
+    app = FastAPI(title="amodal", version="0.1.0")
+    app.add_middleware(_BodyLimit, limit=lambda: live().config.limits.max_request_bytes)
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, error: ApiError) -> JSONResponse:
+        return error_response(error.status, error.code, error.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}"
+            for e in error.errors()
+        )
+        return error_response(422, "invalid_request", problems)
+
+    def caller(authorization: str | None) -> Caller:
+        try:
+            return auth.caller(authorization)
+        except AuthError as error:
+            raise ApiError(401, "unauthorized", str(error)) from error
+
+    @app.post("/chat")
+    async def chat(
+        body: ChatBody, authorization: Annotated[str | None, Header()] = None
+    ) -> Response:
+        who = caller(authorization)
+        if body.session_id is not None:
+            _check_session_id(body.session_id)
+        request = ChatRequest(
+            body.message, body.agent, body.context, body.session_id, body.autonomous
+        )
+        turn = await _start(runtime.start_turn(request, who))
+        return await _respond(turn, body.stream)
+
+    @app.post("/sessions/{session_id}/confirmations/{call_id}")
+    async def confirm(
+        session_id: str,
+        call_id: str,
+        body: ConfirmationBody,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        who = caller(authorization)
+        _check_session_id(session_id)
+        turn = await _start(runtime.start_confirmation(session_id, call_id, body.approve, who))
+        return await _respond(turn, body.stream)
+
+    @app.get("/sessions/{session_id}")
+    async def get_session(
+        session_id: str, authorization: Annotated[str | None, Header()] = None
+    ) -> dict[str, Any]:
+        who = caller(authorization)
+        _check_session_id(session_id)
+        session, events = await _start(runtime.get_session(session_id, who))
+        return {
+            "id": session.id,
+            "agent": session.root_agent,
+            "created_at": session.created_at.isoformat(),
+            "updated_at": session.updated_at.isoformat(),
+            "events": [
+                {
+                    "seq": e.seq,
+                    "type": e.type,
+                    "run_id": e.run_id,
+                    "agent": e.agent,
+                    "bundle_version": e.bundle_version,
+                    "created_at": e.created_at.isoformat(),
+                    **{k: v for k, v in e.data.items() if k != "key"},
+                }
+                for e in events
+            ],
+        }
+
+    @app.delete("/sessions/{session_id}", status_code=204)
+    async def delete_session(
+        session_id: str, authorization: Annotated[str | None, Header()] = None
+    ) -> Response:
+        who = caller(authorization)
+        _check_session_id(session_id)
+        await _start(runtime.delete_session(session_id, who))
+        return Response(status_code=204)
+
+    @app.get("/agents")
+    async def agents(
+        role: str | None = None, authorization: Annotated[str | None, Header()] = None
+    ) -> list[dict[str, Any]]:
+        caller(authorization)
+        bundle = live()
+        wanted = role.lower() if role else None
+        return [
+            _agent_json(bundle, name)
+            for name in sorted(bundle.agents)
+            if wanted is None or (bundle.agents[name].role or "").lower() == wanted
+        ]
+
+    @app.get("/agents/{name}")
+    async def agent(name: str, authorization: Annotated[str | None, Header()] = None) -> Any:
+        caller(authorization)
+        bundle = live()
+        if name not in bundle.agents:
+            raise _unknown_agent(UnknownAgentError(name, list(bundle.agents)))
+        return _agent_json(bundle, name)
+
+    @app.get("/agents/{name}/surface")
+    async def surface(
+        name: str, request: Request, authorization: Annotated[str | None, Header()] = None
+    ) -> Any:
+        who = caller(authorization)
+        params = request.query_params
+        context = {
+            k.removeprefix("context."): v for k, v in params.items() if k.startswith("context.")
+        }
+        claims = dict(who.claims)
+        asked = {k.removeprefix("claim."): v for k, v in params.items() if k.startswith("claim.")}
+        if asked and not who.operator:
+            raise ApiError(403, "forbidden", "only an operator may pass claim.K=V")
+        claims.update(asked)
+        try:
+            return inspect_agent(live(), name, claims, context)
+        except UnknownAgentError as error:
+            raise _unknown_agent(error) from error
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "bundle_version": live().version, "reload_error": live.reload_error}
+
+    return app
+
+
+async def _start(starting: Any) -> Any:
+    """Await a runtime call, mapping its refusals to HTTP errors."""
+    try:
+        return await starting
+    except UnknownAgentError as error:
+        raise _unknown_agent(error) from error
+    except SessionNotFoundError as error:
+        raise ApiError(404, "unknown_session", str(error)) from error
+    except ConfirmationNotFoundError as error:
+        raise ApiError(404, "unknown_confirmation", str(error)) from error
+    except SessionBusyError as error:
+        raise ApiError(409, "session_busy", str(error)) from error
+    except AmodalError as error:
+        raise ApiError(500, "runtime_error", str(error)) from error
+
+
+def _unknown_agent(error: UnknownAgentError) -> ApiError:
+    return ApiError(404, "unknown_agent", str(error))
+
+
+def _check_session_id(session_id: str) -> None:
+    if not SESSION_ID.match(session_id):
+        raise ApiError(
+            422, "invalid_session_id", "a session id is 1-64 letters, digits, '-' or '_'"
+        )
+
+
+async def _respond(turn: Turn, stream: bool) -> Response:
+    if stream:
+        return StreamingResponse(
+            _sse(turn.events()),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    events = [event async for event in turn.events()]
+    done = events[-1].data if events and events[-1].type == "done" else {}
+    return JSONResponse(
+        {
+            "session_id": turn.session_id,
+            "agent": turn.agent,
+            "reply": "".join(
+                e.data["text"] for e in events if e.type == "text_delta" and e.run_id == turn.run_id
+            ),
+            "events": [e.as_json() for e in events],
+            "usage": done.get("usage"),
+            "done_reason": done.get("reason"),
+        }
+    )
+
+
+async def _sse(events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
+    async for event in events:
+        data = json.dumps(event.as_json(), ensure_ascii=False, separators=(",", ":"))
+        yield f"event: {event.type}\ndata: {data}\n\n".encode()
+
+
+def _agent_json(bundle: Bundle, name: str) -> dict[str, Any]:
+    agent = bundle.agents[name]
+    return {
+        "name": agent.name,
+        "display_name": agent.display_name,
+        "description": agent.description,
+        "role": agent.role,
+        "default": agent.is_default,
+    }
+
+
+class _BodyLimit:
+    """Refuse request bodies above the configured limit (413) before anything parses them."""
+
+    def __init__(self, app: ASGIApp, limit: Any) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = int(self.limit())
+        too_large = f"request bodies are limited to {limit} bytes"
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await error_response(413, "body_too_large", too_large)(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise ApiError(413, "body_too_large", too_large)
+            return message
+
+        await self.app(scope, limited, send)
+
+
+__all__ = ["create_app", "error_response"]

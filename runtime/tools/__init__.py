@@ -1,0 +1,101 @@
+"""Tools a run can call: their schemas for the model, argument checks, and their results.
+
+A session's tools are built from its resolved surface and the bundle, never from
+prompt text: a tool the surface does not grant is not built, so the model cannot
+call it whatever it is told.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from runtime.bundle import Bundle
+from runtime.surface import Surface, SurfaceContext
+
+DEFAULT_RESULT_LIMIT = 20_000
+BUDGET_NOTICE_FROM = 0.65
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool handler may know about the call: never more than the caller's surface."""
+
+    bundle: Bundle
+    surface: Surface
+    caller: SurfaceContext
+    session_id: str
+    run_id: str
+    agent: str
+
+
+Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One callable tool: its name, schema and handler, and whether a person must approve it."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    handler: Handler
+    confirm: bool = False
+    timeout: float = 30.0
+    _validator: list[Draft202012Validator] = field(default_factory=list, compare=False, repr=False)
+
+    def schema(self) -> dict[str, Any]:
+        """The Chat Completions `tools` entry."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+    def argument_errors(self, arguments: object) -> list[str]:
+        """Why `arguments` do not fit the schema (empty when they do)."""
+        if not self._validator:
+            self._validator.append(Draft202012Validator(dict(self.parameters)))
+        if not isinstance(arguments, dict):
+            return ["arguments must be a JSON object"]
+        return [
+            f"{'/'.join(map(str, error.absolute_path)) or 'arguments'}: {error.message}"
+            for error in self._validator[0].iter_errors(arguments)
+        ]
+
+
+def encode_result(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> str:
+    """A tool result as the text the model reads, cut to head and tail above `limit`."""
+    text = (
+        result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    )
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    cut = len(text) - 2 * keep
+    return f"{text[:keep]}\n[... {cut} characters cut ...]\n{text[-keep:]}"
+
+
+def with_budget(result: Any, used: int, limit: int) -> Any:
+    """From 65% of the budget on, each result carries `_budget` so the model can plan."""
+    if used < BUDGET_NOTICE_FROM * limit:
+        return result
+    remaining = max(limit - used, 0)
+    budget = {
+        "used": used,
+        "limit": limit,
+        "remaining": remaining,
+        "notice": f"{remaining} tool call(s) left in this run; finish with what you have"
+        if remaining
+        else "no tool calls left: answer now with what you have",
+    }
+    if isinstance(result, dict):
+        return {**result, "_budget": budget}
+    return {"result": result, "_budget": budget}

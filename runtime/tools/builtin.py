@@ -1,0 +1,124 @@
+"""The tools every bundle can build: protocol tools, skills, knowledge and custom tools.
+
+Descriptions come from the registry, the one source of tool names and words.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from runtime.bundle import Bundle, CustomTool
+from runtime.registry import LOAD_KNOWLEDGE, LOAD_SKILL
+from runtime.surface import Surface
+from runtime.tools import Tool, ToolContext
+
+logger = logging.getLogger("amodal")
+
+STOP_EXECUTION = "stop_execution"
+ASK_CHOICE = "ask_choice"
+
+
+async def _signal(arguments: dict[str, Any], context: ToolContext) -> Any:
+    # Protocol tools end the run or the turn; the loop handles them before any handler.
+    return {"ok": True}
+
+
+def protocol_tools(bundle: Bundle) -> dict[str, Tool]:
+    registry = bundle.registry
+    return {
+        STOP_EXECUTION: Tool(
+            STOP_EXECUTION,
+            registry[STOP_EXECUTION].description,
+            {
+                "type": "object",
+                "properties": {"reason": {"type": "string", "description": "Why you stop."}},
+                "additionalProperties": False,
+            },
+            _signal,
+        ),
+        ASK_CHOICE: Tool(
+            ASK_CHOICE,
+            registry[ASK_CHOICE].description,
+            {
+                "type": "object",
+                "properties": {
+                    "question": {"type": "string", "minLength": 1},
+                    "options": {
+                        "type": "array",
+                        "items": {"type": "string", "minLength": 1},
+                        "minItems": 2,
+                        "maxItems": 10,
+                    },
+                },
+                "required": ["question", "options"],
+                "additionalProperties": False,
+            },
+            _signal,
+        ),
+    }
+
+
+def skill_tool(bundle: Bundle, surface: Surface) -> Tool:
+    names = list(surface.skills)
+
+    async def load_skill(arguments: dict[str, Any], context: ToolContext) -> Any:
+        skill = bundle.skills[arguments["name"]]
+        return {"name": skill.name, "instructions": skill.body}
+
+    return Tool(
+        LOAD_SKILL,
+        bundle.registry[LOAD_SKILL].description,
+        _name_parameter(names, "The skill's name."),
+        load_skill,
+    )
+
+
+def knowledge_tool(bundle: Bundle) -> Tool:
+    names = sorted(bundle.knowledge)
+
+    async def load_knowledge(arguments: dict[str, Any], context: ToolContext) -> Any:
+        document = bundle.knowledge[arguments["name"]]
+        return {"name": document.name, "title": document.title, "content": document.body}
+
+    return Tool(
+        LOAD_KNOWLEDGE,
+        bundle.registry[LOAD_KNOWLEDGE].description,
+        _name_parameter(names, "The document's name."),
+        load_knowledge,
+    )
+
+
+def custom_tool(tool: CustomTool) -> Tool:
+    return Tool(
+        tool.name, tool.description, tool.parameters(), tool.handler, tool.confirm, tool.timeout
+    )
+
+
+def build_tools(
+    bundle: Bundle, surface: Surface, extra: Mapping[str, Tool] | None = None
+) -> dict[str, Tool]:
+    """The tools of a run, exactly those of `surface` (plus `extra` ones the caller builds,
+    such as call_subagent or store tools, when the surface grants them)."""
+    tools = {name: tool for name, tool in protocol_tools(bundle).items() if name in surface.tools}
+    if LOAD_SKILL in surface.tools and surface.skills:
+        tools[LOAD_SKILL] = skill_tool(bundle, surface)
+    if LOAD_KNOWLEDGE in surface.tools and bundle.knowledge:
+        tools[LOAD_KNOWLEDGE] = knowledge_tool(bundle)
+    for name in surface.tools:
+        if name in bundle.tools:
+            tools[name] = custom_tool(bundle.tools[name])
+    for name, tool in (extra or {}).items():
+        if name in surface.tools:
+            tools[name] = tool
+    return dict(sorted(tools.items()))
+
+
+def _name_parameter(names: list[str], description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"name": {"type": "string", "enum": names, "description": description}},
+        "required": ["name"],
+        "additionalProperties": False,
+    }

@@ -1,0 +1,135 @@
+"""The HTTP API in process (httpx over the ASGI app) and as a real `amodal serve` process."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from runtime.reload import LiveBundle
+from runtime.server import Server, close_server, open_server
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def parse_sse(text: str) -> list[dict[str, Any]]:
+    """SSE frames as events; checks that each `event:` line names its data's type."""
+    events = []
+    for frame in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in frame.splitlines())
+        event = json.loads(lines["data"])
+        assert lines["event"] == event["type"]
+        events.append(event)
+    return events
+
+
+class Api:
+    def __init__(self, server: Server, client: httpx.AsyncClient) -> None:
+        self.server = server
+        self.client = client
+
+    async def chat(self, **body: Any) -> list[dict[str, Any]]:
+        response = await self.client.post("/chat", json=body)
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return parse_sse(response.text)
+
+
+@pytest.fixture
+async def api_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Callable[..., Any]]:
+    opened: list[tuple[Server, httpx.AsyncClient]] = []
+    monkeypatch.setenv("AMODAL_DATA_DIR", str(tmp_path / "data"))
+
+    async def make(root: Path, environ: Mapping[str, str] | None = None) -> Api:
+        for key, value in (environ or {}).items():
+            monkeypatch.setenv(key, value)
+        # The live process environment: fixtures like scripted_model may set it later.
+        server = await open_server(LiveBundle.load(root))
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=server.app), base_url="http://amodal.test"
+        )
+        opened.append((server, client))
+        return Api(server, client)
+
+    yield make
+    for server, client in opened:
+        await client.aclose()
+        await close_server(server)
+
+
+@pytest.fixture
+async def api(make_repo: Callable[..., Path], api_for: Callable[..., Any]) -> Api:
+    return await api_for(make_repo())  # type: ignore[no-any-return]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class ServeProcess:
+    """`amodal serve` in a subprocess, as a user runs it."""
+
+    def __init__(self, repo: Path, env: Mapping[str, str], *args: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        executable = Path(sys.executable).with_name("amodal")
+        self.process = subprocess.Popen(
+            [str(executable), "--repo", str(repo), "serve", "--port", str(self.port), *args],
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"server exited: {self.process.stderr.read()}")  # type: ignore[union-attr]
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise AssertionError("server did not start")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
+    started: list[ServeProcess] = []
+
+    def start(repo: Path, env: Mapping[str, str] | None = None, *args: str) -> ServeProcess:
+        process = ServeProcess(
+            repo, {"AMODAL_DATA_DIR": str(tmp_path / "data"), **(env or {})}, *args
+        )
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
