@@ -22,16 +22,26 @@ from typing import Any
 import anyio
 
 from runtime.bundle import MAIN_AGENT, AgentDefinition, Bundle, ModelTier
+from runtime.delegation import LABEL_CHARS, Tree, call_subagent_tool
 from runtime.events import DoneReason, Event, Usage
 from runtime.exceptions import AmodalError
-from runtime.loop._run import PendingCall, Resume, RunOutcome, RunSpec, run
+from runtime.loop._run import EventSink, PendingCall, Resume, RunOutcome, RunSpec, run
 from runtime.models import ModelClient, ModelEndpoint, ModelError, ToolCall, resolve_endpoint
 from runtime.prompt import SessionPrompt, context_prompt
+from runtime.registry import CALL_SUBAGENT
 from runtime.rooting import Rooting, choose_root, handoff_note
-from runtime.storage import PendingConfirmation, SessionRecord, Storage, StoredEvent, utc_now
+from runtime.storage import (
+    PendingConfirmation,
+    RunRecord,
+    RunStatus,
+    SessionRecord,
+    Storage,
+    StoredEvent,
+    utc_now,
+)
 from runtime.surface import DEFAULT_SCOPE, Surface, SurfaceContext, resolve
 from runtime.templates import clean_context
-from runtime.tools import ToolContext
+from runtime.tools import Tool, ToolContext
 from runtime.tools.builtin import build_tools
 from runtime.transcript import INTERRUPTED, open_calls, rebuild
 
@@ -203,6 +213,10 @@ class ChatRuntime:
         session = await self._session(session_id, caller)
         return session, await self.storage.list_events(session_id)
 
+    async def get_runs(self, session_id: str, caller: Caller) -> list[RunRecord]:
+        await self._session(session_id, caller)
+        return await self.storage.list_runs(session_id)
+
     async def delete_session(self, session_id: str, caller: Caller) -> None:
         await self._session(session_id, caller)
         await self.storage.delete_session(session_id)
@@ -280,6 +294,15 @@ class Turn:
         self.run_id = f"run_{uuid.uuid4().hex[:12]}"
         self.outcome = RunOutcome()
         self._recorder = _Recorder(runtime.storage, session.id, bundle.version)
+        self.tree = Tree.for_turn(
+            bundle,
+            session.id,
+            rooting.agent,
+            runtime.storage,
+            runtime.models,
+            self._recorder,
+            EventSink(),
+        )
         self._renewed = time.monotonic()
 
     @property
@@ -307,13 +330,13 @@ class Turn:
             reason = "cancelled"
             with anyio.CancelScope(shield=True):
                 await self._close_interrupted()
-                await self._record("done", reason=reason, usage=self.outcome.usage.as_json())
+                await self._record("done", reason=reason, usage=self.usage.as_json())
                 await storage.release_turn(self.session.id, self.holder)
             raise
         with anyio.CancelScope(shield=True):
-            await self._record("done", reason=reason, usage=self.outcome.usage.as_json())
+            await self._record("done", reason=reason, usage=self.usage.as_json())
             await storage.release_turn(self.session.id, self.holder)
-        yield self._event("done", reason=reason, usage=self.outcome.usage.as_json())
+        yield self._event("done", reason=reason, usage=self.usage.as_json())
 
     async def _events(self) -> AsyncIterator[Event]:
         bundle, storage, session = self.bundle, self.runtime.storage, self.session
@@ -363,7 +386,7 @@ class Turn:
             agent=self.agent,
             system_prompt=await self._system_prompt(definition, surface, events),
             context_prompt=context_prompt(definition, self.context),
-            tools=build_tools(bundle, surface),
+            tools=self._tools(surface, caller),
             max_tool_calls=_budget(bundle, definition),
             client=self.runtime.models.client(
                 bundle, definition.model_tier if definition else "default"
@@ -371,9 +394,23 @@ class Turn:
             cache_key=f"amodal:{bundle.config.name}:{self.agent}",
             tool_context=ToolContext(bundle, surface, caller, session.id, self.run_id, self.agent),
             result_limit=bundle.config.limits.max_tool_result_chars,
+            nested=self.tree.sink,
         )
-        async for event in run(spec, transcript, self._recorder, self.outcome, resume=self.resume):
-            yield event
+        label = " ".join((self.message or "(confirmation)").split())[:LABEL_CHARS]
+        await storage.start_run(
+            RunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
+        )
+        try:
+            async for event in run(
+                spec, transcript, self._recorder, self.outcome, resume=self.resume
+            ):
+                yield event
+        finally:
+            with anyio.CancelScope(shield=True):
+                status: RunStatus = "partial" if self.outcome.reason == "max_tool_calls" else "ok"
+                await storage.end_run(
+                    self.run_id, status, self.outcome.usage.as_json(), None, utc_now()
+                )
         if self.outcome.pending is not None:
             call = self.outcome.pending.call
             await storage.save_pending(
@@ -388,6 +425,17 @@ class Turn:
                     utc_now(),
                 )
             )
+
+    def _tools(self, surface: Surface, caller: SurfaceContext) -> dict[str, Tool]:
+        tools = build_tools(self.bundle, surface)
+        if surface.subagents:
+            tools[CALL_SUBAGENT] = call_subagent_tool(self.tree, surface, caller, self.run_id, 0)
+        return dict(sorted(tools.items()))
+
+    @property
+    def usage(self) -> Usage:
+        """The turn's usage: its own model calls and every specialist's."""
+        return self.outcome.usage + self.tree.usage
 
     async def _reroot(self, previous: str, surface: Surface) -> AsyncIterator[Event]:
         bundle = self.bundle

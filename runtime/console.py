@@ -16,6 +16,7 @@ from runtime.exceptions import AmodalError
 from runtime.local_model import offline_model_if_needed
 from runtime.reload import LiveBundle, watch
 from runtime.server import check_binding, close_server, open_server
+from runtime.server.auth import Authenticator
 from runtime.storage import default_database_path
 
 
@@ -152,10 +153,10 @@ def run_server(repo: Path, host: str, port: int, *, reload: bool) -> int:
 
 async def _serve(repo: Path, host: str, port: int, reload: bool) -> None:
     live = LiveBundle.load(repo)
+    check_binding(host, Authenticator(live().config.auth, os.environ))  # before anything starts
     with offline_model_if_needed(live().config, os.environ) as fallback:
         server = await open_server(live, fallback_model=fallback)
         try:
-            check_binding(host, server.auth)
             http = uvicorn.Server(
                 uvicorn.Config(
                     server.app,

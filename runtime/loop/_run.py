@@ -9,8 +9,9 @@ and the transcript rebuilt from storage is always valid for the next turn.
 from __future__ import annotations
 
 import json
+import math
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,7 +19,7 @@ import anyio
 
 from runtime.events import DoneReason, Event, Usage
 from runtime.models import ModelClient, ModelReply, ToolCall
-from runtime.tools import Tool, ToolContext, encode_result, with_budget
+from runtime.tools import Tool, ToolContext, ToolError, encode_result, with_budget
 from runtime.tools.builtin import ASK_CHOICE, STOP_EXECUTION
 
 MAX_PARALLEL_TOOLS = 8
@@ -51,6 +52,7 @@ class RunSpec:
     tool_context: ToolContext
     interactive: bool = True  # False for specialists: no confirmations, no ask_choice
     result_limit: int = 20_000
+    nested: EventSink | None = None  # the root run streams its specialists' events from here
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +135,15 @@ async def run(
                 "tool_call",
                 call_id=call.id,
                 name=call.name,
-                arguments=_parsed(call.arguments),
+                arguments=_shown(call.arguments),
             )
-        step = await _run_calls(spec, calls, used)
+        if spec.nested is None:
+            step = await _run_calls(spec, calls, used)
+        else:
+            box: list[_Step] = []
+            async for event in _streaming_nested(spec.nested, _run_calls(spec, calls, used), box):
+                yield event
+            step = box[0]
         used = step.used
         async for event in _results(spec, transcript, recorder, step.done, used):
             yield event
@@ -151,11 +159,49 @@ async def run(
                 "confirmation_required",
                 call_id=call.id,
                 name=call.name,
-                arguments=_parsed(call.arguments),
+                arguments=_shown(call.arguments),
             )
         if step.reason is not None:
             outcome.reason = step.reason
             return
+
+
+class EventSink:
+    """Where specialists send their events so the root run can stream them live."""
+
+    def __init__(self) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[Event | None](math.inf)
+
+    async def emit(self, event: Event) -> None:
+        await self._send.send(event)
+
+    async def drain(self) -> AsyncIterator[Event]:
+        """Events until the producer marks the end with `close_phase`."""
+        async for event in self._receive:
+            if event is None:
+                return
+            yield event
+
+    async def close_phase(self) -> None:
+        await self._send.send(None)
+
+
+async def _streaming_nested(
+    sink: EventSink, work: Awaitable[_Step], box: list[_Step]
+) -> AsyncIterator[Event]:
+    """Run the calls while streaming the events specialists emit meanwhile."""
+
+    async def produce() -> None:
+        try:
+            box.append(await work)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await sink.close_phase()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(produce)
+        async for event in sink.drain():
+            yield event
 
 
 @dataclass
@@ -206,8 +252,12 @@ async def _run_calls(spec: RunSpec, calls: list[ToolCall], used: int) -> _Step:
                 )
                 step.choice, step.reason = arguments, "awaiting_choice"
         elif tool is not None and tool.confirm and step.reason is None:
-            step.pending = PendingCall(call, used)  # its result comes when a person decides
-            step.reason = "awaiting_confirmation"
+            problem = _argument_problem(tool, call)
+            if problem is not None:  # never ask a person to approve a call that cannot run
+                results[index] = _error(call, problem)
+            else:
+                step.pending = PendingCall(call, used)  # its result comes when a person decides
+                step.reason = "awaiting_confirmation"
         elif tool is not None and (tool.confirm or call.name == ASK_CHOICE):
             results[index] = _error(call, "not run: the turn is waiting for the person")
         else:
@@ -250,23 +300,15 @@ async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
         return _error(
             call, f"unknown tool {call.name!r}; available tools: " + ", ".join(sorted(spec.tools))
         )
+    problem = _argument_problem(tool, call)
+    if problem is not None:
+        return _error(call, problem)
     arguments = _parsed(call.arguments)
-    if arguments is _MALFORMED:
-        return _error(
-            call,
-            "the arguments are not valid JSON; send a JSON object matching the tool's parameters",
-        )
-    problems = tool.argument_errors(arguments)
-    if problems:
-        return _error(
-            call,
-            "invalid arguments: "
-            + "; ".join(problems)
-            + f". Parameters: {json.dumps(dict(tool.parameters))}",
-        )
     try:
         with anyio.fail_after(tool.timeout):
             value = await tool.handler(arguments, spec.tool_context)
+    except ToolError as error:
+        return _status(call, "error", error=str(error), started=started)
     except TimeoutError:
         return _status(
             call,
@@ -277,6 +319,21 @@ async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
     except Exception as error:  # a tool is user code: its failure is the model's to handle
         return _status(call, "error", error=f"{type(error).__name__}: {error}", started=started)
     return _status(call, "ok", result=value, started=started)
+
+
+def _argument_problem(tool: Tool, call: ToolCall) -> str | None:
+    """Why the call's arguments cannot be passed to the tool, listing what is valid."""
+    arguments = _parsed(call.arguments)
+    if arguments is _MALFORMED:
+        return "the arguments are not valid JSON; send a JSON object matching the tool's parameters"
+    problems = tool.argument_errors(arguments)
+    if problems:
+        return (
+            "invalid arguments: "
+            + "; ".join(problems)
+            + f". Parameters: {json.dumps(dict(tool.parameters))}"
+        )
+    return None
 
 
 async def _resumed_result(spec: RunSpec, resume: Resume) -> dict[str, Any]:
@@ -330,6 +387,12 @@ def _assistant_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
 
 
 _MALFORMED: Any = object()
+
+
+def _shown(arguments: str) -> Any:
+    """Arguments as events show them: parsed, or the raw text when it is not JSON."""
+    parsed = _parsed(arguments)
+    return arguments if parsed is _MALFORMED else parsed
 
 
 def _parsed(arguments: str) -> Any:

@@ -16,6 +16,7 @@ from fastapi import FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runtime.bundle import Bundle
@@ -33,6 +34,7 @@ from runtime.exceptions import AmodalError, UnknownAgentError
 from runtime.inspection import inspect_agent
 from runtime.reload import LiveBundle
 from runtime.server.auth import Authenticator, AuthError
+from runtime.storage import RunRecord
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -74,12 +76,15 @@ def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> F
     async def _api_error(request: Request, error: ApiError) -> JSONResponse:
         return error_response(error.status, error.code, error.message)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        # Routing's own refusals (no such route, wrong method) in the same error shape.
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+        return error_response(error.status_code, code, str(error.detail))
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}"
-            for e in error.errors()
-        )
+        problems = "; ".join(_problem(e) for e in error.errors())
         return error_response(422, "invalid_request", problems)
 
     def caller(authorization: str | None) -> Caller:
@@ -138,6 +143,14 @@ def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> F
                 for e in events
             ],
         }
+
+    @app.get("/sessions/{session_id}/runs")
+    async def get_runs(
+        session_id: str, authorization: Annotated[str | None, Header()] = None
+    ) -> dict[str, Any]:
+        who = caller(authorization)
+        _check_session_id(session_id)
+        return run_tree(await _start(runtime.get_runs(session_id, who)))
 
     @app.delete("/sessions/{session_id}", status_code=204)
     async def delete_session(
@@ -211,6 +224,14 @@ async def _start(starting: Any) -> Any:
         raise ApiError(500, "runtime_error", str(error)) from error
 
 
+def _problem(error: Any) -> str:
+    if error["type"] == "json_invalid":  # its loc is ("body", character offset)
+        reason = error.get("ctx", {}).get("error", "invalid JSON")
+        return f"body: not valid JSON at character {error['loc'][-1]}: {reason}"
+    where = ".".join(str(part) for part in error["loc"] if part != "body") or "body"
+    return f"{where}: {error['msg']}"
+
+
 def _unknown_agent(error: UnknownAgentError) -> ApiError:
     return ApiError(404, "unknown_agent", str(error))
 
@@ -251,6 +272,38 @@ async def _sse(events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
         yield f"event: {event.type}\ndata: {data}\n\n".encode()
 
 
+def run_tree(runs: list[RunRecord]) -> dict[str, Any]:
+    """The delegation tree of a session (roots are the turns) and a roster summary."""
+    nodes: dict[str, dict[str, Any]] = {}
+    roots: list[dict[str, Any]] = []
+    for record in sorted(runs, key=lambda r: r.started_at):
+        node: dict[str, Any] = {
+            "run_id": record.id,
+            "parent_run_id": record.parent_run_id,
+            "agent": record.agent,
+            "depth": record.depth,
+            "label": record.label,
+            "status": record.status,
+            "started_at": record.started_at.isoformat(),
+            "ended_at": record.ended_at.isoformat() if record.ended_at else None,
+            "usage": record.usage,
+            "error": record.error,
+            "children": [],
+        }
+        nodes[record.id] = node
+        parent = nodes.get(record.parent_run_id or "")
+        (parent["children"] if parent is not None else roots).append(node)
+    specialists = [r for r in runs if r.depth > 0]
+    recent = sorted(specialists, key=lambda r: r.started_at, reverse=True)[:8]
+    return {
+        "runs": roots,
+        "summary": {
+            "running": sum(1 for r in specialists if r.status == "running"),
+            "recent_labels": [r.label for r in recent],
+        },
+    }
+
+
 def _agent_json(bundle: Bundle, name: str) -> dict[str, Any]:
     agent = bundle.agents[name]
     return {
@@ -280,17 +333,27 @@ class _BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await error_response(413, "body_too_large", too_large)(scope, receive, send)
             return
+        # No (or a false) Content-Length: read the body here, counting. An error raised
+        # from inside receive() would reach FastAPI's body parsing, which turns it into
+        # a 400 "error parsing the body"; refusing before the app runs keeps it a 413.
+        buffered: list[Message] = []
         seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
+            buffered.append(message)
+            if message["type"] != "http.request":
+                break
             seen += len(message.get("body", b""))
             if seen > limit:
-                raise ApiError(413, "body_too_large", too_large)
-            return message
+                await error_response(413, "body_too_large", too_large)(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
 
-        await self.app(scope, limited, send)
+        async def replay() -> Message:
+            return buffered.pop(0) if buffered else await receive()
+
+        await self.app(scope, replay, send)
 
 
 __all__ = ["create_app", "error_response"]

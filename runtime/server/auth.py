@@ -42,10 +42,10 @@ class Authenticator:
         if not self.configured:
             return Caller(operator=True, human_present=human_present)
         token = _bearer(authorization)
-        if self._operator_token and hmac.compare_digest(token, self._operator_token):
+        if self._operator_token and _same(token, self._operator_token):
             return Caller(operator=True, human_present=human_present)
         for api_key in self._auth.api_keys:
-            if hmac.compare_digest(token, api_key.key.get_secret_value()):
+            if _same(token, api_key.key.get_secret_value()):
                 return Caller(claims=dict(api_key.claims), human_present=human_present)
         if self._auth.jwt is not None:
             return Caller(claims=self._jwt_claims(token), human_present=human_present)
@@ -68,6 +68,12 @@ class Authenticator:
             key: value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
             for key, value in claims.items()
         }
+
+
+def _same(token: str, secret: str) -> bool:
+    # Compared as bytes: compare_digest refuses non-ASCII str, and a header may carry any
+    # byte (Starlette decodes headers as latin-1), which must be a 401, not a crash.
+    return hmac.compare_digest(token.encode(), secret.encode())
 
 
 def _bearer(authorization: str | None) -> str:

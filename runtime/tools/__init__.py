@@ -21,6 +21,10 @@ DEFAULT_RESULT_LIMIT = 20_000
 BUDGET_NOTICE_FROM = 0.65
 
 
+class ToolError(Exception):
+    """A tool's refusal: its message is the whole result the model reads."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """What a tool handler may know about the call: never more than the caller's surface."""

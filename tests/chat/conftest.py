@@ -48,27 +48,26 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def harness_for(tmp_path: Path) -> Callable[[Path], Any]:
+async def harness_for(tmp_path: Path) -> AsyncIterator[Callable[[Path], Any]]:
+    """`await harness_for(repo)`: a harness closed (models and storage) after the test."""
     runtimes: list[ChatRuntime] = []
 
     async def make(root: Path) -> Harness:
         bundles = [load_bundle(root)]
-        storage = await open_storage(tmp_path / "amodal.db")
+        storage = await open_storage(tmp_path / f"amodal{len(runtimes)}.db")
         runtime = ChatRuntime(lambda: bundles[-1], storage, ModelRouter(os.environ))
         runtimes.append(runtime)
         return Harness(runtime, bundles)
 
-    return make
+    yield make
+    for runtime in runtimes:
+        await runtime.models.aclose()
+        await runtime.storage.close()
 
 
 @pytest.fixture
-async def harness(
-    make_repo: Callable[..., Path], harness_for: Callable[[Path], Any]
-) -> AsyncIterator[Harness]:
-    h = await harness_for(make_repo())
-    yield h
-    await h.runtime.models.aclose()
-    await h.runtime.storage.close()
+async def harness(make_repo: Callable[..., Path], harness_for: Callable[[Path], Any]) -> Harness:
+    return await harness_for(make_repo())  # type: ignore[no-any-return]
 
 
 def types(events: list[Event]) -> list[str]:

@@ -52,10 +52,7 @@ TOOLS = {
 
 @pytest.fixture
 async def tools_harness(make_repo: Callable[..., Path], harness_for: Callable[[Path], Any]) -> Any:
-    h = await harness_for(make_repo(TOOLS))
-    yield h
-    await h.runtime.models.aclose()
-    await h.runtime.storage.close()
+    return await harness_for(make_repo(TOOLS))
 
 
 def results(events: list[Any]) -> list[dict[str, Any]]:
@@ -203,4 +200,3 @@ async def test_a_persona_saying_never_ask_for_confirmation_changes_nothing(
     events = await h.chat("charge it", caller=Caller(claims={"role": "admin"}))
     assert done(events)["reason"] == "awaiting_confirmation"
     assert not results(events)
-    await h.runtime.storage.close()
