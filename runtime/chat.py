@@ -427,7 +427,7 @@ class Turn:
             )
 
     def _tools(self, surface: Surface, caller: SurfaceContext) -> dict[str, Tool]:
-        tools = build_tools(self.bundle, surface)
+        tools = build_tools(self.bundle, surface, propose=self.tree.propose)
         if surface.subagents:
             tools[CALL_SUBAGENT] = call_subagent_tool(self.tree, surface, caller, self.run_id, 0)
         return dict(sorted(tools.items()))

@@ -58,6 +58,10 @@ class Tree:
     active: int = 0
     usage: Usage = field(default_factory=Usage)
 
+    async def propose(self, proposal: dict[str, Any], context: ToolContext) -> None:
+        """Keep a proposed source change in the session's log for a person to review."""
+        await self.recorder.record("proposal", proposal, run_id=context.run_id, agent=context.agent)
+
     @classmethod
     def for_turn(
         cls,
@@ -218,7 +222,7 @@ async def _run_specialist(
     error: str | None = None
     try:
         surface = resolve(bundle, name, caller, root=tree.root_agent)
-        tools = build_tools(bundle, surface)
+        tools = build_tools(bundle, surface, propose=tree.propose)
         if surface.subagents:
             tools[CALL_SUBAGENT] = call_subagent_tool(tree, surface, caller, run_id, depth)
         spec = RunSpec(

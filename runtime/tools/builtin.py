@@ -6,13 +6,13 @@ Descriptions come from the registry, the one source of tool names and words.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 from runtime.bundle import Bundle, CustomTool
-from runtime.registry import LOAD_KNOWLEDGE, LOAD_SKILL
+from runtime.registry import FILE_TOOLS, LOAD_KNOWLEDGE, LOAD_SKILL
 from runtime.surface import Surface
 from runtime.tools import Tool, ToolContext
+from runtime.tools.files import Propose, file_tools
 
 logger = logging.getLogger("amodal")
 
@@ -97,10 +97,11 @@ def custom_tool(tool: CustomTool) -> Tool:
 
 
 def build_tools(
-    bundle: Bundle, surface: Surface, extra: Mapping[str, Tool] | None = None
+    bundle: Bundle, surface: Surface, *, propose: Propose | None = None
 ) -> dict[str, Tool]:
-    """The tools of a run, exactly those of `surface` (plus `extra` ones the caller builds,
-    such as call_subagent or store tools, when the surface grants them)."""
+    """The tools of a run: exactly those of `surface` that this module builds (call_subagent
+    and store tools are added by their own modules). `propose` keeps proposals durably; file
+    tools are built only with it."""
     tools = {name: tool for name, tool in protocol_tools(bundle).items() if name in surface.tools}
     if LOAD_SKILL in surface.tools and surface.skills:
         tools[LOAD_SKILL] = skill_tool(bundle, surface)
@@ -109,9 +110,10 @@ def build_tools(
     for name in surface.tools:
         if name in bundle.tools:
             tools[name] = custom_tool(bundle.tools[name])
-    for name, tool in (extra or {}).items():
-        if name in surface.tools:
-            tools[name] = tool
+    if propose is not None and surface.tools & set(FILE_TOOLS):
+        for name, tool in file_tools(bundle, propose).items():
+            if name in surface.tools:
+                tools[name] = tool
     return dict(sorted(tools.items()))
 
 

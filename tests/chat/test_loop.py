@@ -200,3 +200,26 @@ async def test_a_persona_saying_never_ask_for_confirmation_changes_nothing(
     events = await h.chat("charge it", caller=Caller(claims={"role": "admin"}))
     assert done(events)["reason"] == "awaiting_confirmation"
     assert not results(events)
+
+
+async def test_large_results_are_cut_to_head_and_tail_with_a_marker(
+    make_repo: Callable[..., Path],
+    harness_for: Callable[[Path], Any],
+    scripted_model: ScriptedModel,
+) -> None:
+    files = {
+        "amodal.json": {"name": "t", "version": "1", "limits": {"maxToolResultChars": 1000}},
+        "tools/big/tool.json": {"description": "Big."},
+        "tools/big/handler.py": "async def handler(args, ctx):\n    return 'A' * 3000 + 'END'\n",
+        "agents/default/agent.json": {"tools": ["big"]},
+    }
+    h = await harness_for(make_repo(files))
+    scripted_model.tool_call("big", {})
+    scripted_model.reply("ok")
+    await h.chat("go")
+    content = next(
+        m["content"] for m in scripted_model.requests[-1].messages if m["role"] == "tool"
+    )
+    assert len(content) < 1100
+    assert content.startswith("AAA") and content.endswith("END")
+    assert "characters cut" in content

@@ -196,3 +196,20 @@ async def test_rerooting_inserts_the_handoff_note(
 def test_parse_sse_checks_event_names() -> None:
     with pytest.raises(AssertionError):
         parse_sse('event: done\ndata: {"type": "session"}\n\n')
+
+
+async def test_runs_route_returns_the_tree_and_a_roster_summary(
+    make_repo: Callable[..., Path], api_for: Callable[..., Any], scripted_model: ScriptedModel
+) -> None:
+    api = await api_for(make_repo(TEAM))
+    scripted_model.tool_call("call_subagent", {"calls": [{"subagent": "helper", "task": "Dig."}]})
+    scripted_model.reply("helper's findings")
+    scripted_model.reply("combined")
+    session_id = (await api.chat(message="go"))[0]["session_id"]
+    body = (await api.client.get(f"/sessions/{session_id}/runs")).json()
+    (root,) = body["runs"]
+    assert root["agent"] == "default" and root["depth"] == 0 and root["label"] == "go"
+    (child,) = root["children"]
+    assert child["agent"] == "helper" and child["depth"] == 1 and child["status"] == "ok"
+    assert child["started_at"] <= child["ended_at"]
+    assert body["summary"] == {"running": 0, "recent_labels": ["Dig."]}
