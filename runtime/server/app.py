@@ -12,6 +12,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
+import anyio
 from fastapi import FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -200,6 +201,14 @@ def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> F
             return inspect_agent(live(), name, claims, context)
         except UnknownAgentError as error:
             raise _unknown_agent(error) from error
+
+    @app.post("/admin/reload")
+    async def reload(authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+        """Reload the repo now (e.g. after `git pull` without a file watcher); operators only."""
+        if not caller(authorization).operator:
+            raise ApiError(403, "forbidden", "only an operator may reload the repo")
+        ok = await anyio.to_thread.run_sync(live.reload)
+        return {"reloaded": ok, "bundle_version": live().version, "reload_error": live.reload_error}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
