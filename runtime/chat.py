@@ -326,6 +326,13 @@ class Turn:
             yield self._event("error", code="model_error", message=str(error))
         except AmodalError as error:
             yield self._event("error", code="runtime_error", message=str(error))
+        except Exception as error:  # a bug must still end the stream with error and done
+            logger.exception(
+                "turn_failed", extra={"event": "turn_failed", "session": self.session.id}
+            )
+            yield self._event(
+                "error", code="internal_error", message=f"{type(error).__name__}: {error}"
+            )
         except BaseException:
             reason = "cancelled"
             with anyio.CancelScope(shield=True):
@@ -400,16 +407,19 @@ class Turn:
         await storage.start_run(
             RunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
         )
+        status: RunStatus = "error"
+        error: str | None = "the turn ended early (cancelled or failed)"
         try:
             async for event in run(
                 spec, transcript, self._recorder, self.outcome, resume=self.resume
             ):
                 yield event
+            status = "partial" if self.outcome.reason == "max_tool_calls" else "ok"
+            error = None
         finally:
             with anyio.CancelScope(shield=True):
-                status: RunStatus = "partial" if self.outcome.reason == "max_tool_calls" else "ok"
                 await storage.end_run(
-                    self.run_id, status, self.outcome.usage.as_json(), None, utc_now()
+                    self.run_id, status, self.outcome.usage.as_json(), error, utc_now()
                 )
         if self.outcome.pending is not None:
             call = self.outcome.pending.call
