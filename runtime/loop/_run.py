@@ -19,6 +19,7 @@ import anyio
 
 from runtime.events import DoneReason, Event, Usage
 from runtime.models import ModelClient, ModelReply, ToolCall
+from runtime.registry import CALL_SUBAGENT
 from runtime.tools import Tool, ToolContext, ToolError, encode_result, with_budget
 from runtime.tools.builtin import ASK_CHOICE, STOP_EXECUTION
 
@@ -137,9 +138,9 @@ async def run(
                 name=call.name,
                 arguments=_shown(call.arguments),
             )
-        if spec.nested is None:
+        if spec.nested is None or not any(call.name == CALL_SUBAGENT for call in calls):
             step = await _run_calls(spec, calls, used)
-        else:
+        else:  # specialists run: stream their events while they work
             box: list[_Step] = []
             async for event in _streaming_nested(spec.nested, _run_calls(spec, calls, used), box):
                 yield event
