@@ -50,6 +50,7 @@ logger = logging.getLogger("amodal")
 # A turn holds its session's lease for LEASE_SECONDS and renews it as events flow, so a
 # crashed server frees its sessions quickly while a long turn keeps its claim.
 LEASE_SECONDS = 60.0
+OPERATOR_OWNER = "@operator"
 RENEW_AFTER_SECONDS = 15.0
 DEFAULT_SPECIALIST_BUDGET = 10
 DEFAULT_ROOT_BUDGET = 25
@@ -85,6 +86,12 @@ class Caller:
     @property
     def scope_id(self) -> str:
         return self.claims.get("scope", DEFAULT_SCOPE)
+
+    @property
+    def owner(self) -> str | None:
+        """Who owns the sessions this caller starts: its `sub` claim; operators' sessions are
+        marked so no credential without a `sub` can ever match them."""
+        return self.claims.get("sub") or (OPERATOR_OWNER if self.operator else None)
 
     def surface_context(self, agent: str, context: Mapping[str, str]) -> SurfaceContext:
         return SurfaceContext.for_caller(
@@ -164,7 +171,7 @@ class ChatRuntime:
         if session is None:
             now = utc_now()
             session = SessionRecord(
-                uuid.uuid4().hex, caller.scope_id, caller.claims.get("sub"), rooting.agent, now, now
+                uuid.uuid4().hex, caller.scope_id, caller.owner, rooting.agent, now, now
             )
             await self.storage.create_session(session)
         holder = await self._acquire(session.id)
@@ -228,8 +235,7 @@ class ChatRuntime:
         # Another scope's or owner's session is "not found", never "forbidden": its id is
         # not even confirmed to exist.
         if session is None or (
-            not caller.operator
-            and (session.scope_id != scope or session.owner != caller.claims.get("sub"))
+            not caller.operator and (session.scope_id != scope or session.owner != caller.owner)
         ):
             raise SessionNotFoundError(session_id)
         return session

@@ -2,7 +2,8 @@
 
 AmodalError
  ├── InvalidRepoError     a repo with at least one DefinitionError; never becomes a bundle
- └── UnknownAgentError    a request named an agent the bundle does not have
+ ├── UnknownAgentError    a request named an agent the bundle does not have
+ └── RootForbiddenError   the caller may not root a chat on that agent (`main` is for operators)
 
 DefinitionError / DefinitionWarning are values (a Finding each), not exceptions:
 the loader collects them instead of raising one by one, so a person sees every
@@ -69,3 +70,7 @@ class UnknownAgentError(AmodalError):
         self.known = sorted(known)
         listed = ", ".join(self.known) or "none"
         super().__init__(f"unknown agent {name!r}; known agents: {listed}")
+
+
+class RootForbiddenError(AmodalError):
+    """The caller may not root a chat there: unscoped chat (`main`) is for operators."""

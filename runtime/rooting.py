@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime.bundle import DEFAULT_AGENT, MAIN_AGENT, Bundle
-from runtime.exceptions import UnknownAgentError
+from runtime.exceptions import RootForbiddenError, UnknownAgentError
 from runtime.surface import Surface
 
 HANDOFF_PREFIX = "[Agent handoff]"
@@ -40,6 +40,12 @@ def choose_root(
     human present) takes `default` as chat does; an operator keeps unscoped chat.
     """
     if requested is not None:
+        if requested == MAIN_AGENT and not operator and DEFAULT_AGENT in bundle.agents:
+            # Unscoped chat has every resource and no predicates: an end user reaches it only
+            # in a repo without `default`, never by naming it.
+            raise RootForbiddenError(
+                "'main' (unscoped chat) is for operators; name an agent or omit `agent`"
+            )
         if requested != MAIN_AGENT and requested not in bundle.agents:
             raise UnknownAgentError(requested, [*bundle.agents, MAIN_AGENT])
         return Rooting(requested, current)

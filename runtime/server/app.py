@@ -31,7 +31,7 @@ from runtime.chat import (
     Turn,
 )
 from runtime.events import Event
-from runtime.exceptions import AmodalError, UnknownAgentError
+from runtime.exceptions import AmodalError, RootForbiddenError, UnknownAgentError
 from runtime.inspection import inspect_agent
 from runtime.reload import LiveBundle
 from runtime.server.auth import Authenticator, AuthError
@@ -142,6 +142,8 @@ def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> F
                     **{k: v for k, v in e.data.items() if k != "key"},
                 }
                 for e in events
+                # The system prompt is the operator's business, not every caller's.
+                if who.operator or e.type != "prompt"
             ],
         }
 
@@ -223,6 +225,8 @@ async def _start(starting: Any) -> Any:
         return await starting
     except UnknownAgentError as error:
         raise _unknown_agent(error) from error
+    except RootForbiddenError as error:
+        raise ApiError(403, "forbidden", str(error)) from error
     except SessionNotFoundError as error:
         raise ApiError(404, "unknown_session", str(error)) from error
     except ConfirmationNotFoundError as error:

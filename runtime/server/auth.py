@@ -61,6 +61,7 @@ class Authenticator:
                 algorithms=list(settings.algorithms),
                 audience=settings.audience,
                 issuer=settings.issuer,
+                options={"require": ["exp"]},  # a token that never expires is not accepted
             )
         except jwt.PyJWTError as error:
             raise AuthError(f"invalid token: {error}") from error
