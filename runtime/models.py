@@ -397,7 +397,19 @@ class ModelClient:
             except (openai.OpenAIError, ValueError) as e:
                 # An error event inside the stream, or a chunk that is not JSON.
                 raise self._error(e, attempt) from e
-            yield assembler.reply()
+            reply = assembler.reply()
+            if reply.finish_reason is None and not reply.text and not reply.tool_calls:
+                # An empty stream is no answer (llama.cpp does this past its context window):
+                # treating it as success would end the turn silently with nothing said.
+                raise ModelError(
+                    model=self.endpoint.model,
+                    endpoint=self.endpoint.display_url,
+                    reason="the stream ended without an answer (no finish reason); the prompt "
+                    "may exceed the model's context window",
+                    status=None,
+                    attempts=attempt,
+                )
+            yield reply
             return
 
     def _delay(self, attempt: int) -> float:

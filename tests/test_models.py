@@ -426,3 +426,32 @@ async def test_concurrent_calls_are_in_flight_together() -> None:
         assert slow.max_in_flight == 5
         assert slow.in_flight == 0
     assert results == {n: f"answer to {n}" for n in range(5)}
+
+
+async def test_an_empty_stream_is_a_model_error_not_a_silent_empty_reply() -> None:
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+
+    def serve_empty() -> None:
+        for _ in range(2):
+            connection, _ = listener.accept()
+            connection.recv(65536)
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"content-length: 0\r\nconnection: close\r\n\r\n"
+            )
+            connection.close()
+
+    thread = threading.Thread(target=serve_empty, daemon=True)
+    thread.start()
+    endpoint = ModelEndpoint("m", f"http://127.0.0.1:{port}/v1", "k")
+    async with ModelClient(endpoint, backoff=0.01) as client:
+        with pytest.raises(ModelError, match="without an answer"):
+            async for _ in client.stream([{"role": "user", "content": "hi"}], None):
+                pass
+    listener.close()
