@@ -438,7 +438,9 @@ class Turn:
             )
 
     def _tools(self, surface: Surface, caller: SurfaceContext) -> dict[str, Tool]:
-        tools = build_tools(self.bundle, surface, propose=self.tree.propose)
+        tools = build_tools(
+            self.bundle, surface, propose=self.tree.propose, storage=self.runtime.storage
+        )
         if surface.subagents:
             tools[CALL_SUBAGENT] = call_subagent_tool(self.tree, surface, caller, self.run_id, 0)
         return dict(sorted(tools.items()))

@@ -222,7 +222,7 @@ async def _run_specialist(
     error: str | None = None
     try:
         surface = resolve(bundle, name, caller, root=tree.root_agent)
-        tools = build_tools(bundle, surface, propose=tree.propose)
+        tools = build_tools(bundle, surface, propose=tree.propose, storage=tree.storage)
         if surface.subagents:
             tools[CALL_SUBAGENT] = call_subagent_tool(tree, surface, caller, run_id, depth)
         spec = RunSpec(

@@ -3,7 +3,8 @@
 AmodalError
  ├── InvalidRepoError     a repo with at least one DefinitionError; never becomes a bundle
  ├── UnknownAgentError    a request named an agent the bundle does not have
- └── RootForbiddenError   the caller may not root a chat on that agent (`main` is for operators)
+ ├── RootForbiddenError   the caller may not root a chat on that agent (`main` is for operators)
+ └── DocumentError        a store document, key or query that its store's schema refuses
 
 DefinitionError / DefinitionWarning are values (a Finding each), not exceptions:
 the loader collects them instead of raising one by one, so a person sees every
@@ -12,6 +13,7 @@ problem of the whole repo at once and fixes them in one pass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -74,3 +76,15 @@ class UnknownAgentError(AmodalError):
 
 class RootForbiddenError(AmodalError):
     """The caller may not root a chat there: unscoped chat (`main`) is for operators."""
+
+
+class DocumentError(AmodalError):
+    """A store document, key or query its store refuses; `problems` lists everything wrong.
+
+    The store tools turn it into an error result for the model, the HTTP routes into a 422.
+    """
+
+    def __init__(self, store: str, what: str, problems: Sequence[str]) -> None:
+        self.store = store
+        self.problems = tuple(problems)
+        super().__init__(f"{what} (store {store!r}): " + "; ".join(self.problems))

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# The scripted OpenAI-compatible model server, and the guard that fails any test whose
-# model calls would reach a real endpoint.
-pytest_plugins = ["runtime.testing.pytest_plugin"]
+# The scripted OpenAI-compatible model server, the guard that fails any test whose
+# model calls would reach a real endpoint, and fresh PostgreSQL schemas.
+pytest_plugins = ["runtime.testing.pytest_plugin", "tests._postgres"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_FILES = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools")
@@ -102,3 +103,19 @@ def amodal() -> Callable[..., CliResult]:
         return CliResult(completed.returncode, completed.stdout, completed.stderr)
 
     return run
+
+
+@pytest.fixture
+def events(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[str], list[logging.LogRecord]]]:
+    """The records of one structured event (`extra={"event": name}`) on the `amodal` logger."""
+    # The CLI sets propagate=False when it configures its stderr handler; undo that in case
+    # a CLI ran in this process, so caplog sees the records.
+    monkeypatch.setattr(logging.getLogger("amodal"), "propagate", True)
+    caplog.set_level(logging.INFO, logger="amodal")
+
+    def records(name: str) -> list[logging.LogRecord]:
+        return [r for r in caplog.records if getattr(r, "event", None) == name]
+
+    yield records

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,22 +58,6 @@ def fresh_resolution_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     # same files get the same version: each test starts from an empty cache so that
     # predicate runs and `predicate_excluded` logs are its own.
     monkeypatch.setattr(surface_module, "_CACHE", surface_module._LruCache(256))
-
-
-@pytest.fixture
-def events(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[[str], list[logging.LogRecord]]]:
-    """The records of one structured event logged on the `amodal` logger."""
-    # The CLI sets propagate=False when it configures its stderr handler; undo that
-    # in case a CLI ran in this process, so caplog sees the records.
-    monkeypatch.setattr(logging.getLogger("amodal"), "propagate", True)
-    caplog.set_level(logging.INFO, logger="amodal")
-
-    def records(name: str) -> list[logging.LogRecord]:
-        return [r for r in caplog.records if getattr(r, "event", None) == name]
-
-    yield records
 
 
 # --- SurfaceContext -----------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,20 +22,6 @@ from runtime.templates import (
 
 def render(source: str, scope: dict[str, str] | None = None) -> str:
     return Template(source, "agents/t/CONTEXT.md").render(scope or {})
-
-
-@pytest.fixture
-def events(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[[str], list[logging.LogRecord]]]:
-    """The records of one structured event logged on the `amodal` logger."""
-    monkeypatch.setattr(logging.getLogger("amodal"), "propagate", True)
-    caplog.set_level(logging.INFO, logger="amodal")
-
-    def records(name: str) -> list[logging.LogRecord]:
-        return [r for r in caplog.records if getattr(r, "event", None) == name]
-
-    yield records
 
 
 # --- the scope rules ----------------------------------------------------------------

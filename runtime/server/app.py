@@ -35,6 +35,7 @@ from runtime.exceptions import AmodalError, RootForbiddenError, UnknownAgentErro
 from runtime.inspection import inspect_agent
 from runtime.reload import LiveBundle
 from runtime.server.auth import Authenticator, AuthError
+from runtime.server.stores import add_store_routes
 from runtime.storage import RunRecord
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -216,6 +217,7 @@ def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> F
     async def health() -> dict[str, Any]:
         return {"status": "ok", "bundle_version": live().version, "reload_error": live.reload_error}
 
+    add_store_routes(app, live, runtime.storage, auth)
     return app
 
 

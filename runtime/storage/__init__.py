@@ -1,17 +1,20 @@
-"""Durable state: sessions and their event logs, pending confirmations, runs, turn leases.
+"""Durable state: sessions and their event logs, pending confirmations, runs, turn leases,
+and the documents of stores.
 
 `Storage` is the one interface the rest of the runtime talks to; a backend is a
-family member that implements it (`runtime.storage.sqlite` today, PostgreSQL
-with the `postgres` extra later). Both must pass `tests/storage/`, so every
-promise a caller may rely on is written on the Protocol's methods below.
+family member that implements it (`runtime.storage.sqlite`, the embedded
+default, and `runtime.storage.postgres` with the `postgres` extra). Both must
+pass `tests/storage/`, so every promise a caller may rely on is written on the
+Protocol's methods below.
 
-Storage knows nothing about prompts, agents or the turn loop: it keeps records
-and JSON payloads (`data`, `state`, `usage`, `metadata`) exactly as given.
+Storage knows nothing about prompts, agents, entity schemas or the turn loop: it
+keeps records and JSON payloads (`data`, `state`, `usage`, `metadata`, documents)
+exactly as given. Proposals (`propose_source_change`) are session events.
 
 Errors, all `StorageError` (an `AmodalError`):
 
 StorageError              the database failed (locked past the busy timeout, disk, ...)
- ├── UnsupportedDatabaseError   a URL this build cannot open (e.g. postgresql:// for now)
+ ├── UnsupportedDatabaseError   a URL this build cannot open (postgresql:// without the extra)
  ├── StorageClosedError         an operation after `close()`
  ├── RecordNotFoundError        a write that names a session or run that does not exist
  └── RecordExistsError          a create whose key is taken (session, run, pending call)
@@ -40,6 +43,12 @@ RUN_STATUSES: tuple[RunStatus, ...] = ("running", "ok", "error", "partial")
 
 DATA_DIR_ENV = "AMODAL_DATA_DIR"
 DATABASE_FILE = "amodal.db"
+
+MAX_QUERY_LIMIT = 100
+"""The most documents one `query_documents` call returns."""
+
+FilterValue = str | int | float | bool | None
+"""What a query filter compares a top-level field with (null: the field is null or absent)."""
 
 
 # --- errors -----------------------------------------------------------------
@@ -149,6 +158,50 @@ class RunRecord:
     status: RunStatus = "running"
     usage: JSONObject = field(default_factory=dict)
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreDocument:
+    """One version of a store document in one scope.
+
+    `version` counts the puts of the document (1 for the first); `created_at` is
+    its first put, `updated_at` the put of this version; `expires_at` is None for
+    a store without ttl.
+    """
+
+    scope_id: str
+    store: str
+    key: str
+    data: JSONObject
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentQuery:
+    """Which documents of a store `query_documents` returns, in what order.
+
+    `filters`: top-level field -> value, all equal (JSON equality: 1 equals 1.0,
+    a string never equals a number; None matches a null or absent field).
+    `sort`: "field" ascending or "-field" descending (strings by code point,
+    numbers by value, false before true; documents without a value last either
+    way), ties and the default order by key.
+    """
+
+    filters: Mapping[str, FilterValue] = field(default_factory=dict)
+    sort: str | None = None
+    limit: int = 20
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPage:
+    """A page of a query: the documents, and how many match in all (ignoring limit/offset)."""
+
+    documents: list[StoreDocument]
+    total: int
 
 
 def utc_now() -> datetime:
@@ -304,24 +357,95 @@ class Storage(Protocol):
         """Give the lease up; False (and no effect) when `holder` does not hold it."""
         ...
 
+    # store documents, keyed by (scope_id, store, key)
+    #
+    # An expired document (`expires_at` passed) is absent for every method below:
+    # never read, and a put replaces it as if it were not there. Documents may not
+    # hold the character U+0000 or unpaired surrogates (`ValueError`), so that both
+    # backends store them exactly.
+
+    async def get_document(self, scope_id: str, store: str, key: str) -> StoreDocument | None:
+        """The live document, or None when there is none (or it expired)."""
+        ...
+
+    async def query_documents(
+        self, scope_id: str, store: str, query: DocumentQuery
+    ) -> DocumentPage:
+        """Live documents of one store in one scope, filtered, sorted and paged (see
+        `DocumentQuery`). `ValueError` for a limit outside 1..100 or a negative offset,
+        `TypeError` for a filter value that is not a string, number, boolean or None."""
+        ...
+
+    async def put_document(
+        self,
+        scope_id: str,
+        store: str,
+        key: str,
+        data: JSONObject,
+        *,
+        ttl_seconds: float | None = None,
+        keep_versions: int = 0,
+    ) -> StoreDocument:
+        """Create or replace a document and return it as stored.
+
+        A replaced document's version is kept in its history, of which the newest
+        `keep_versions` stay. The expiry is now + `ttl_seconds` (None: never),
+        counted from every put. Concurrent puts of one key serialize: versions
+        have no gaps or duplicates.
+        """
+        ...
+
+    async def delete_document(self, scope_id: str, store: str, key: str) -> bool:
+        """Delete a document and its history; False when there was no live document."""
+        ...
+
+    async def document_history(self, scope_id: str, store: str, key: str) -> list[StoreDocument]:
+        """The kept previous versions of a live document, newest first ([] when none)."""
+        ...
+
+    async def purge_expired(self) -> int:
+        """Delete every expired document (of all scopes and stores) with its history;
+        returns how many documents went."""
+        ...
+
 
 # --- opening ----------------------------------------------------------------
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SQLITE_PREFIX = "sqlite:///"
+_POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
 
 
 async def open_storage(url_or_path: str | os.PathLike[str]) -> Storage:
     """Open (creating if needed) and migrate the database named by a path or URL.
 
     Accepts a SQLite file path or a `sqlite:///path` URL (`sqlite:///data/x.db` is
-    relative, `sqlite:////srv/x.db` absolute); the file's directory is created.
-    `postgresql://` URLs raise `UnsupportedDatabaseError` until the PostgreSQL
-    backend ships with the `postgres` extra.
+    relative, `sqlite:////srv/x.db` absolute; the file's directory is created),
+    or a PostgreSQL URL (`postgresql://user:password@host:5432/db`, also
+    `postgres://` and `postgresql+psycopg://`), which needs the `postgres` extra.
     """
+    postgres_url = postgresql_url(url_or_path)
+    if postgres_url is not None:
+        try:
+            from runtime.storage.postgres import PostgresStorage
+        except ImportError as e:
+            raise UnsupportedDatabaseError(
+                "PostgreSQL storage needs the `postgres` extra: "
+                "pip install 'amodal-runtime[postgres]' (psycopg 3 and psycopg-pool)"
+            ) from e
+        return await PostgresStorage.open(postgres_url)
     from runtime.storage.sqlite import SqliteStorage
 
     return await SqliteStorage.open(sqlite_path(url_or_path))
+
+
+def postgresql_url(url_or_path: str | os.PathLike[str]) -> str | None:
+    """The libpq URL of a PostgreSQL URL (`postgresql+psycopg://` made plain); None otherwise."""
+    text = os.fspath(url_or_path)
+    match = _SCHEME.match(text)
+    if match is None or match.group(1).lower().split("+")[0] not in _POSTGRES_SCHEMES:
+        return None
+    return "postgresql://" + text[match.end() :]
 
 
 def sqlite_path(url_or_path: str | os.PathLike[str]) -> Path:
@@ -334,15 +458,9 @@ def sqlite_path(url_or_path: str | os.PathLike[str]) -> Path:
     if scheme == "sqlite" and text.startswith(_SQLITE_PREFIX) and len(text) > len(_SQLITE_PREFIX):
         return Path(text[len(_SQLITE_PREFIX) :])
     # The URL itself is never echoed: a database URL may carry a password.
-    if scheme.split("+")[0] in {"postgresql", "postgres"}:
-        raise UnsupportedDatabaseError(
-            "PostgreSQL storage is not available in this version: it comes with the "
-            "`postgres` extra (pip install 'amodal-runtime[postgres]') in a later release. "
-            "Use a SQLite file (a path or sqlite:///path) for now."
-        )
     raise UnsupportedDatabaseError(
         f"unsupported database URL scheme {scheme!r}: expected a SQLite file path, "
-        "sqlite:///relative/path or sqlite:////absolute/path"
+        "sqlite:///relative/path, sqlite:////absolute/path or postgresql://..."
     )
 
 
@@ -365,7 +483,11 @@ def default_database_path(
 __all__ = [
     "DATABASE_FILE",
     "DATA_DIR_ENV",
+    "MAX_QUERY_LIMIT",
     "RUN_STATUSES",
+    "DocumentPage",
+    "DocumentQuery",
+    "FilterValue",
     "JSONObject",
     "NewEvent",
     "PendingConfirmation",
@@ -377,10 +499,12 @@ __all__ = [
     "Storage",
     "StorageClosedError",
     "StorageError",
+    "StoreDocument",
     "StoredEvent",
     "UnsupportedDatabaseError",
     "default_database_path",
     "open_storage",
+    "postgresql_url",
     "sqlite_path",
     "utc_now",
 ]

@@ -10,15 +10,23 @@ released: databases in the field have recorded it as applied and will never run
 it again, so an edit would leave them with a schema the code does not expect.
 To change the schema, append a new migration at the end.
 
-Conventions the backends share (the PostgreSQL list will use the same names):
-- JSON payloads are TEXT holding compact JSON.
-- Datetimes are TEXT, ISO 8601 in UTC with microseconds, so text order is time
-  order. Lease expiry is REAL seconds since the epoch, compared in SQL.
+Both backends keep their own list (`SQLITE_MIGRATIONS`, `POSTGRES_MIGRATIONS`)
+with the same names for the same steps. Conventions:
+- JSON payloads are TEXT holding compact JSON (exactly what was given, which
+  PostgreSQL's jsonb would not keep: it refuses U+0000 and reorders keys), except
+  store documents, which PostgreSQL keeps as jsonb so queries filter and sort in
+  SQL (documents may not hold U+0000, see `Storage`).
+- SQLite: datetimes are TEXT, ISO 8601 in UTC with microseconds, so text order
+  is time order; lease expiry is REAL seconds since the epoch, compared in SQL.
+  PostgreSQL: datetimes are timestamptz, and leases and document expiry use the
+  database's clock, so several servers agree on when a lease lapses.
 - `sessions.last_seq` is the per-session event counter; appending bumps it
   with one UPDATE, which is what makes seq assignment atomic.
 - `events.run_id`, `runs.parent_run_id` and `turn_leases.session_id` have no
   foreign key on purpose: the root run need not be recorded, and a lease may be
   taken before its session is created.
+- `store_documents` is keyed by (scope_id, store, key); `store_history` keeps
+  previous versions and goes with its document (ON DELETE CASCADE).
 """
 
 from __future__ import annotations
@@ -109,5 +117,150 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "m006_store_documents",
+        """
+        CREATE TABLE store_documents (
+            scope_id TEXT NOT NULL,
+            store TEXT NOT NULL,
+            key TEXT NOT NULL,
+            body TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            expires_at TEXT,
+            PRIMARY KEY (scope_id, store, key)
+        );
+        CREATE INDEX store_documents_by_expiry ON store_documents (expires_at)
+            WHERE expires_at IS NOT NULL;
+        CREATE TABLE store_history (
+            scope_id TEXT NOT NULL,
+            store TEXT NOT NULL,
+            key TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (scope_id, store, key, version),
+            FOREIGN KEY (scope_id, store, key)
+                REFERENCES store_documents (scope_id, store, key) ON DELETE CASCADE
+        );
+        """,
+    ),
 )
 """SQLite's schema history. Append only (see the module docstring)."""
+
+
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        "m001_sessions",
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            scope_id TEXT NOT NULL,
+            owner TEXT,
+            root_agent TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            updated_at TIMESTAMPTZ NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            last_seq BIGINT NOT NULL DEFAULT 0
+        );
+        CREATE INDEX sessions_by_scope ON sessions (scope_id, owner, updated_at);
+        """,
+    ),
+    Migration(
+        "m002_events",
+        """
+        CREATE TABLE events (
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            type TEXT NOT NULL,
+            run_id TEXT,
+            agent TEXT,
+            bundle_version TEXT,
+            created_at TIMESTAMPTZ NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        );
+        """,
+    ),
+    Migration(
+        "m003_pending_confirmations",
+        """
+        CREATE TABLE pending_confirmations (
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            call_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            state TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            ordinal BIGINT GENERATED ALWAYS AS IDENTITY,
+            PRIMARY KEY (session_id, call_id)
+        );
+        """,
+    ),
+    Migration(
+        "m004_runs",
+        """
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            parent_run_id TEXT,
+            depth INTEGER NOT NULL,
+            agent TEXT NOT NULL,
+            label TEXT NOT NULL,
+            started_at TIMESTAMPTZ NOT NULL,
+            ended_at TIMESTAMPTZ,
+            status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'error', 'partial')),
+            usage TEXT NOT NULL DEFAULT '{}',
+            error TEXT,
+            ordinal BIGINT GENERATED ALWAYS AS IDENTITY
+        );
+        CREATE INDEX runs_by_session ON runs (session_id, started_at);
+        """,
+    ),
+    Migration(
+        "m005_turn_leases",
+        """
+        CREATE TABLE turn_leases (
+            session_id TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            expires_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
+    Migration(
+        "m006_store_documents",
+        """
+        CREATE TABLE store_documents (
+            scope_id TEXT NOT NULL,
+            store TEXT NOT NULL,
+            key TEXT NOT NULL,
+            body JSONB NOT NULL,
+            version BIGINT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            updated_at TIMESTAMPTZ NOT NULL,
+            expires_at TIMESTAMPTZ,
+            PRIMARY KEY (scope_id, store, key)
+        );
+        CREATE INDEX store_documents_by_expiry ON store_documents (expires_at)
+            WHERE expires_at IS NOT NULL;
+        CREATE INDEX store_documents_by_body ON store_documents USING GIN (body jsonb_path_ops);
+        CREATE TABLE store_history (
+            scope_id TEXT NOT NULL,
+            store TEXT NOT NULL,
+            key TEXT NOT NULL,
+            version BIGINT NOT NULL,
+            body JSONB NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            updated_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (scope_id, store, key, version),
+            FOREIGN KEY (scope_id, store, key)
+                REFERENCES store_documents (scope_id, store, key) ON DELETE CASCADE
+        );
+        """,
+    ),
+)
+"""PostgreSQL's schema history. Append only (see the module docstring)."""

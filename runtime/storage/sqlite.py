@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -34,6 +34,9 @@ import anyio.to_thread
 from runtime.logs import logger
 from runtime.storage import (
     RUN_STATUSES,
+    DocumentPage,
+    DocumentQuery,
+    FilterValue,
     JSONObject,
     NewEvent,
     PendingConfirmation,
@@ -45,7 +48,17 @@ from runtime.storage import (
     StorageClosedError,
     StorageError,
     StoredEvent,
+    StoreDocument,
     utc_now,
+)
+from runtime.storage._values import (
+    check_document,
+    check_query,
+    check_status,
+    check_ttl,
+    dump,
+    iso,
+    load,
 )
 from runtime.storage.migrations import SQLITE_MIGRATIONS, Migration
 
@@ -60,6 +73,10 @@ _PENDING_COLUMNS = "session_id, call_id, run_id, agent, tool, arguments, state, 
 _RUN_COLUMNS = (
     "id, session_id, parent_run_id, depth, agent, label, started_at, ended_at, status, usage, error"
 )
+_DOCUMENT_COLUMNS = "scope_id, store, key, body, version, created_at, updated_at, expires_at"
+_DOCUMENT_KEY = "scope_id = ? AND store = ? AND key = ?"
+_LIVE = "(expires_at IS NULL OR expires_at > ?)"
+_JSON_NUMBER = "('integer', 'real')"
 
 Connection = sqlite3.Connection
 
@@ -147,9 +164,9 @@ class SqliteStorage:
             record.scope_id,
             record.owner,
             record.root_agent,
-            _iso(record.created_at, "created_at"),
-            _iso(record.updated_at, "updated_at"),
-            _dump(record.metadata, "metadata"),
+            iso(record.created_at, "created_at"),
+            iso(record.updated_at, "updated_at"),
+            dump(record.metadata, "metadata"),
         )
 
         def create(connection: Connection) -> None:
@@ -171,11 +188,11 @@ class SqliteStorage:
 
     async def set_root(self, session_id: str, agent: str) -> None:
         await self._update_session(
-            session_id, "root_agent = ?, updated_at = ?", (agent, _iso(utc_now(), "now"))
+            session_id, "root_agent = ?, updated_at = ?", (agent, iso(utc_now(), "now"))
         )
 
     async def touch_session(self, session_id: str) -> None:
-        await self._update_session(session_id, "updated_at = ?", (_iso(utc_now(), "now"),))
+        await self._update_session(session_id, "updated_at = ?", (iso(utc_now(), "now"),))
 
     async def _update_session(
         self, session_id: str, assignments: str, values: tuple[str, ...]
@@ -220,9 +237,9 @@ class SqliteStorage:
         if not events:
             return []
         # Encoded before the write, so bad data fails the caller and never the transaction.
-        encoded = [_dump(event.data, f"event {event.type!r} data") for event in events]
+        encoded = [dump(event.data, f"event {event.type!r} data") for event in events]
         created_at = utc_now()
-        created_text = _iso(created_at, "now")
+        created_text = iso(created_at, "now")
         count = len(events)
 
         def append(connection: Connection) -> int:
@@ -291,9 +308,9 @@ class SqliteStorage:
             c.run_id,
             c.agent,
             c.tool,
-            _dump(c.arguments, "arguments"),
-            _dump(c.state, "state"),
-            _iso(c.created_at, "created_at"),
+            dump(c.arguments, "arguments"),
+            dump(c.state, "state"),
+            iso(c.created_at, "created_at"),
         )
         key = f"{c.session_id}/{c.call_id}"
 
@@ -349,7 +366,7 @@ class SqliteStorage:
 
     async def start_run(self, record: RunRecord) -> None:
         r = record
-        _check_status(r.status, RUN_STATUSES)
+        check_status(r.status, RUN_STATUSES)
         if r.depth < 0:
             raise ValueError(f"run {r.id!r}: depth must be 0 or more, got {r.depth}")
         row = (
@@ -359,10 +376,10 @@ class SqliteStorage:
             r.depth,
             r.agent,
             r.label,
-            _iso(r.started_at, "started_at"),
-            None if r.ended_at is None else _iso(r.ended_at, "ended_at"),
+            iso(r.started_at, "started_at"),
+            None if r.ended_at is None else iso(r.ended_at, "ended_at"),
             r.status,
-            _dump(r.usage, "usage"),
+            dump(r.usage, "usage"),
             r.error,
         )
 
@@ -383,12 +400,12 @@ class SqliteStorage:
         error: str | None = None,
         ended_at: datetime | None = None,
     ) -> None:
-        _check_status(status, ("ok", "error", "partial"))
+        check_status(status, ("ok", "error", "partial"))
         values = (
             status,
-            _dump(usage, "usage"),
+            dump(usage, "usage"),
             error,
-            _iso(ended_at or utc_now(), "ended_at"),
+            iso(ended_at or utc_now(), "ended_at"),
             run_id,
         )
 
@@ -416,7 +433,7 @@ class SqliteStorage:
     # --- turn leases ------------------------------------------------------
 
     async def try_acquire_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
-        _check_ttl(ttl_seconds)
+        check_ttl(ttl_seconds)
 
         def acquire(connection: Connection) -> bool:
             now = time.time()  # read in the worker, so time spent queued does not shorten the ttl
@@ -437,7 +454,7 @@ class SqliteStorage:
         return await self._write(acquire)
 
     async def renew_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
-        _check_ttl(ttl_seconds)
+        check_ttl(ttl_seconds)
 
         def renew(connection: Connection) -> bool:
             now = time.time()
@@ -460,6 +477,151 @@ class SqliteStorage:
             return cursor.rowcount == 1
 
         return await self._write(release)
+
+    # --- store documents ---------------------------------------------------
+
+    async def get_document(self, scope_id: str, store: str, key: str) -> StoreDocument | None:
+        def get(connection: Connection) -> StoreDocument | None:
+            row = connection.execute(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM store_documents "
+                f"WHERE {_DOCUMENT_KEY} AND {_LIVE}",
+                (scope_id, store, key, _now_text()),
+            ).fetchone()
+            return None if row is None else _document(row)
+
+        return await self._read(get)
+
+    async def query_documents(
+        self, scope_id: str, store: str, query: DocumentQuery
+    ) -> DocumentPage:
+        filters, sort, descending = check_query(query)
+        clauses = ["scope_id = ?", "store = ?", _LIVE]
+        values: list[Any] = [scope_id, store]
+        for name, value in filters:
+            clause, more = _filter(name, value)
+            clauses.append(clause)
+            values.extend(more)
+        condition = " AND ".join(clauses)
+        order, order_values = "key", []
+        if sort is not None:
+            # A field's value as SQL: NULL when absent or null, 0/1 for booleans,
+            # numbers as numbers, text compared bytewise (code point order).
+            value = "(SELECT j.value FROM json_each(store_documents.body) AS j WHERE j.key = ?)"
+            direction = "DESC" if descending else "ASC"
+            order = f"{value} IS NULL, {value} {direction}, key"
+            order_values = [sort, sort]
+
+        def run(connection: Connection) -> DocumentPage:
+            where = [*values[:2], _now_text(), *values[2:]]
+            total = connection.execute(
+                f"SELECT COUNT(*) FROM store_documents WHERE {condition}", where
+            ).fetchone()[0]
+            rows = connection.execute(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM store_documents WHERE {condition} "
+                f"ORDER BY {order} LIMIT ? OFFSET ?",
+                [*where, *order_values, query.limit, query.offset],
+            ).fetchall()
+            return DocumentPage([_document(row) for row in rows], int(total))
+
+        return await self._read(run)
+
+    async def put_document(
+        self,
+        scope_id: str,
+        store: str,
+        key: str,
+        data: JSONObject,
+        *,
+        ttl_seconds: float | None = None,
+        keep_versions: int = 0,
+    ) -> StoreDocument:
+        text = check_document(scope_id, store, key, data, ttl_seconds, keep_versions)
+        ids = (scope_id, store, key)
+
+        def put(connection: Connection) -> StoreDocument:
+            now = utc_now()
+            now_text = iso(now, "now")
+            expires = None if ttl_seconds is None else now + timedelta(seconds=ttl_seconds)
+            expires_text = None if expires is None else iso(expires, "expires_at")
+            with _transaction(connection):
+                row = connection.execute(
+                    "SELECT version, body, created_at, updated_at, expires_at "
+                    f"FROM store_documents WHERE {_DOCUMENT_KEY}",
+                    ids,
+                ).fetchone()
+                if row is not None and row[4] is not None and row[4] <= now_text:
+                    # An expired document is gone, its history with it (ON DELETE CASCADE).
+                    connection.execute(f"DELETE FROM store_documents WHERE {_DOCUMENT_KEY}", ids)
+                    row = None
+                if row is None:
+                    version, created_text = 1, now_text
+                    connection.execute(
+                        f"INSERT INTO store_documents ({_DOCUMENT_COLUMNS}) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*ids, text, version, created_text, now_text, expires_text),
+                    )
+                else:
+                    previous, body, created_text, updated_text = row[0], row[1], row[2], row[3]
+                    version = previous + 1
+                    if keep_versions > 0:
+                        connection.execute(
+                            "INSERT INTO store_history (scope_id, store, key, version, body, "
+                            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (*ids, previous, body, created_text, updated_text),
+                        )
+                    connection.execute(
+                        f"DELETE FROM store_history WHERE {_DOCUMENT_KEY} AND version < ?",
+                        (*ids, version - keep_versions),
+                    )
+                    connection.execute(
+                        "UPDATE store_documents SET body = ?, version = ?, updated_at = ?, "
+                        f"expires_at = ? WHERE {_DOCUMENT_KEY}",
+                        (text, version, now_text, expires_text, *ids),
+                    )
+            return StoreDocument(
+                scope_id, store, key, load(text), version, _time(created_text), now, expires
+            )
+
+        return await self._write(put)
+
+    async def delete_document(self, scope_id: str, store: str, key: str) -> bool:
+        def delete(connection: Connection) -> bool:
+            with _transaction(connection):
+                cursor = connection.execute(
+                    f"DELETE FROM store_documents WHERE {_DOCUMENT_KEY} AND {_LIVE}",
+                    (scope_id, store, key, _now_text()),
+                )
+            return cursor.rowcount == 1
+
+        return await self._write(delete)
+
+    async def document_history(self, scope_id: str, store: str, key: str) -> list[StoreDocument]:
+        def history(connection: Connection) -> list[StoreDocument]:
+            live = connection.execute(
+                f"SELECT 1 FROM store_documents WHERE {_DOCUMENT_KEY} AND {_LIVE}",
+                (scope_id, store, key, _now_text()),
+            ).fetchone()
+            if live is None:
+                return []
+            rows = connection.execute(
+                "SELECT scope_id, store, key, body, version, created_at, updated_at, NULL "
+                f"FROM store_history WHERE {_DOCUMENT_KEY} ORDER BY version DESC",
+                (scope_id, store, key),
+            ).fetchall()
+            return [_document(row) for row in rows]
+
+        return await self._read(history)
+
+    async def purge_expired(self) -> int:
+        def purge(connection: Connection) -> int:
+            with _transaction(connection):
+                cursor = connection.execute(
+                    "DELETE FROM store_documents WHERE expires_at IS NOT NULL AND expires_at <= ?",
+                    (_now_text(),),
+                )
+            return cursor.rowcount
+
+        return await self._write(purge)
 
 
 # --- connection and migrations ---------------------------------------------
@@ -504,7 +666,7 @@ def _migrate(connection: Connection, migrations: Sequence[Migration], path: Path
         )
         applied = {row[0] for row in connection.execute("SELECT name FROM migrations")}
         pending = [migration for migration in migrations if migration.name not in applied]
-        applied_at = _iso(utc_now(), "now")
+        applied_at = iso(utc_now(), "now")
         for migration in pending:
             for statement in _statements(migration.sql):
                 connection.execute(statement)
@@ -569,49 +731,38 @@ def _mapping_conflicts(kind: str, key: str, *, session_id: str | None = None) ->
 # --- values in and out ------------------------------------------------------
 
 
-def _dump(value: JSONObject, what: str) -> str:
-    if not isinstance(value, dict):
-        raise TypeError(f"{what} must be a JSON object (a dict), got {type(value).__name__}")
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as e:
-        raise type(e)(f"{what} is not JSON: {e}") from e
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate (tool output decoded from broken JSON, say) cannot be
-        # stored as UTF-8; escaped as \uXXXX it is plain ASCII and comes back exact.
-        return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    return text
-
-
-def _load(text: str) -> JSONObject:
-    return cast(JSONObject, json.loads(text))
-
-
-def _iso(moment: datetime, what: str) -> str:
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError(
-            f"{what}: naive datetime {moment.isoformat()}; "
-            "pass an aware one, e.g. datetime.now(UTC)"
-        )
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
 def _time(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def _check_status(status: str, allowed: Sequence[str]) -> None:
-    if status not in allowed:
-        raise ValueError(f"run status {status!r} is not one of {', '.join(allowed)}")
+def _now_text() -> str:
+    # Read in the worker, so time spent queued does not count against an expiry.
+    return iso(utc_now(), "now")
 
 
-def _check_ttl(ttl_seconds: float) -> None:
-    if not ttl_seconds > 0:
-        raise ValueError(f"ttl_seconds must be more than 0, got {ttl_seconds!r}")
+def _filter(name: str, value: FilterValue) -> tuple[str, list[Any]]:
+    """One equality filter on a top-level field, with JSON types kept apart (1 is not true)."""
+    element = "SELECT 1 FROM json_each(store_documents.body) AS j WHERE j.key = ?"
+    if value is None:
+        return f"NOT EXISTS ({element} AND j.type <> 'null')", [name]
+    if isinstance(value, bool):
+        return f"EXISTS ({element} AND j.type = ?)", [name, "true" if value else "false"]
+    if isinstance(value, int | float):
+        return f"EXISTS ({element} AND j.type IN {_JSON_NUMBER} AND j.value = ?)", [name, value]
+    return f"EXISTS ({element} AND j.type = 'text' AND j.value = ?)", [name, value]
+
+
+def _document(row: Any) -> StoreDocument:
+    return StoreDocument(
+        scope_id=row[0],
+        store=row[1],
+        key=row[2],
+        data=load(row[3]),
+        version=row[4],
+        created_at=_time(row[5]),
+        updated_at=_time(row[6]),
+        expires_at=None if row[7] is None else _time(row[7]),
+    )
 
 
 def _session(row: Any) -> SessionRecord:
@@ -622,7 +773,7 @@ def _session(row: Any) -> SessionRecord:
         root_agent=row[3],
         created_at=_time(row[4]),
         updated_at=_time(row[5]),
-        metadata=_load(row[6]),
+        metadata=load(row[6]),
     )
 
 
@@ -635,7 +786,7 @@ def _event(row: Any) -> StoredEvent:
         agent=row[4],
         bundle_version=row[5],
         created_at=_time(row[6]),
-        data=_load(row[7]),
+        data=load(row[7]),
     )
 
 
@@ -646,8 +797,8 @@ def _pending(row: Any) -> PendingConfirmation:
         run_id=row[2],
         agent=row[3],
         tool=row[4],
-        arguments=_load(row[5]),
-        state=_load(row[6]),
+        arguments=load(row[5]),
+        state=load(row[6]),
         created_at=_time(row[7]),
     )
 
@@ -663,7 +814,7 @@ def _run(row: Any) -> RunRecord:
         started_at=_time(row[6]),
         ended_at=None if row[7] is None else _time(row[7]),
         status=cast(RunStatus, row[8]),
-        usage=_load(row[9]),
+        usage=load(row[9]),
         error=row[10],
     )
 

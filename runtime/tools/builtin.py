@@ -1,4 +1,5 @@
-"""The tools every bundle can build: protocol tools, skills, knowledge and custom tools.
+"""The tools every bundle can build: protocol tools, skills, knowledge, stores, files and
+custom tools.
 
 Descriptions come from the registry, the one source of tool names and words.
 """
@@ -10,9 +11,11 @@ from typing import Any
 
 from runtime.bundle import Bundle, CustomTool
 from runtime.registry import FILE_TOOLS, LOAD_KNOWLEDGE, LOAD_SKILL
+from runtime.storage import Storage
 from runtime.surface import Surface
 from runtime.tools import Tool, ToolContext
 from runtime.tools.files import Propose, file_tools
+from runtime.tools.stores import store_tools
 
 logger = logging.getLogger("amodal")
 
@@ -97,12 +100,18 @@ def custom_tool(tool: CustomTool) -> Tool:
 
 
 def build_tools(
-    bundle: Bundle, surface: Surface, *, propose: Propose | None = None
+    bundle: Bundle,
+    surface: Surface,
+    *,
+    propose: Propose | None = None,
+    storage: Storage | None = None,
 ) -> dict[str, Tool]:
     """The tools of a run: exactly those of `surface` that this module builds (call_subagent
-    and store tools are added by their own modules). `propose` keeps proposals durably; file
-    tools are built only with it."""
+    is added by its own module). `propose` keeps proposals durably; file tools are built
+    only with it. Store tools keep their documents in `storage` and are built only with it."""
     tools = {name: tool for name, tool in protocol_tools(bundle).items() if name in surface.tools}
+    if storage is not None:
+        tools.update(store_tools(bundle, surface, storage))
     if LOAD_SKILL in surface.tools and surface.skills:
         tools[LOAD_SKILL] = skill_tool(bundle, surface)
     if LOAD_KNOWLEDGE in surface.tools and bundle.knowledge:

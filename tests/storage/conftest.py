@@ -1,29 +1,29 @@
 """The storage contract suite's fixtures: one `backend` per database kind.
 
-Every test of `test_storage.py` runs once per entry of BACKENDS. A backend
-gives a fresh, empty database per test and the few raw accesses the contract
-tests need (reading the migrations table, holding the write lock from another
-connection). To run the suite on PostgreSQL, add "postgres" to BACKENDS and a
-`_postgres_backend` beside `_sqlite_backend`: a fresh database or schema per
-test, `open` through `open_storage(url)`, the migrations table read with a plain
-connection, and writes blocked with `LOCK TABLE events IN EXCLUSIVE MODE` held
-in an open transaction.
+Every test that asks for `backend` (or `storage`) runs once per entry of
+BACKENDS. A backend gives a fresh, empty database per test and the few raw
+accesses the contract tests need (reading the migrations table, holding the
+write lock from another connection). PostgreSQL gets a fresh schema per test
+in the database of AMODAL_TEST_DATABASE_URL (tests/_postgres.py); when it is
+unreachable its tests fail, they never skip.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import psycopg
 import pytest
 
 from runtime.storage import Storage, open_storage
-from runtime.storage.migrations import SQLITE_MIGRATIONS
+from runtime.storage.migrations import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS
+from tests._postgres import Schema
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
 
 
 class WriteBlock(Protocol):
@@ -73,16 +73,55 @@ def _sqlite_backend(tmp_path: Path) -> Backend:
     )
 
 
+class _PostgresWriteBlock:
+    def __init__(self, url: str) -> None:
+        self._connection: psycopg.Connection[tuple[object, ...]] | None = psycopg.connect(url)
+        self._connection.execute("LOCK TABLE events IN EXCLUSIVE MODE")  # held to the rollback
+
+    def release(self) -> None:
+        if self._connection is not None:
+            self._connection.rollback()
+            self._connection.close()
+            self._connection = None
+
+
+def _postgres_backend(schema: Schema) -> Backend:
+    def applied() -> list[tuple[str, str]]:
+        with psycopg.connect(schema.url) as connection:
+            rows = connection.execute(
+                "SELECT name, applied_at FROM migrations ORDER BY applied_at, name"
+            ).fetchall()
+        order = [migration.name for migration in POSTGRES_MIGRATIONS]
+        # One transaction applies them all at one instant: list them in migration order.
+        rows.sort(key=lambda row: order.index(row[0]) if row[0] in order else len(order))
+        return [(str(name), at.isoformat()) for name, at in rows]
+
+    return Backend(
+        name="postgres",
+        open=lambda: open_storage(schema.url),
+        migration_names=[migration.name for migration in POSTGRES_MIGRATIONS],
+        applied_migrations=applied,
+        block_writes=lambda: _PostgresWriteBlock(schema.url),
+    )
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param == "sqlite":
-        return _sqlite_backend(tmp_path)
-    raise AssertionError(f"no harness for backend {request.param!r}")
+        yield _sqlite_backend(tmp_path)
+    elif request.param == "postgres":
+        schema = Schema()
+        try:
+            yield _postgres_backend(schema)
+        finally:
+            schema.drop()
+    else:
+        raise AssertionError(f"no harness for backend {request.param!r}")
 
 
 @pytest.fixture

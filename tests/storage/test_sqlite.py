@@ -85,22 +85,6 @@ def test_sqlite_urls_follow_the_three_and_four_slash_convention():
     assert sqlite_path("/srv/amodal/x.db") == Path("/srv/amodal/x.db")
 
 
-@pytest.mark.parametrize(
-    "url",
-    [
-        "postgresql://amodal:s3cret@db.example/amodal",
-        "postgres://u:s3cret@h/db",
-        "postgresql+psycopg://h/db",
-    ],
-)
-async def test_a_postgresql_url_says_it_needs_the_postgres_extra_without_echoing_it(url):
-    with pytest.raises(UnsupportedDatabaseError, match="postgres` extra") as raised:
-        await open_storage(url)
-
-    assert "s3cret" not in str(raised.value)
-    assert isinstance(raised.value, StorageError)
-
-
 async def test_an_unknown_url_scheme_is_refused_naming_the_scheme():
     with pytest.raises(UnsupportedDatabaseError, match="'mysql'"):
         await open_storage("mysql://localhost/amodal")

@@ -1,0 +1,259 @@
+"""`/stores`: the operators' HTTP view of store documents (SPEC 14; docs/stores.md).
+
+The same rules as the store tools (`runtime.stores`): a PUT is validated
+against the entity schema and its key fields must give the `{key}` of the
+path. Operators only. Documents live in scope `?scope=` (default "default");
+a shared store has one partition and ignores `?scope=`.
+
+- `GET /stores`: every store of the bundle with its schema, and its number of
+  documents in the scope.
+- `GET /stores/{name}?filter=&sort=&limit=&offset=`: `filter` is a JSON object
+  of field -> value (all equal), `sort` is `field` or `-field`, `limit` 1..100
+  (default 20), `offset` 0 or more.
+- `GET /stores/{name}/{key}[?history=1]`: the document with its metadata
+  (`history=1` adds the kept previous versions, newest first); 404 when absent.
+- `PUT /stores/{name}/{key}`: the body is the document; 200 with the stored
+  document and `created`, 422 when it breaks the schema or its key is not `{key}`.
+- `DELETE /stores/{name}/{key}`: 204, or 404 when absent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Header, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from runtime.bundle import Bundle, StoreDefinition
+from runtime.reload import LiveBundle
+from runtime.server.auth import Authenticator, AuthError
+from runtime.storage import Storage, StoreDocument
+from runtime.stores import (
+    DocumentError,
+    check_key,
+    check_query,
+    document_key,
+    partition,
+    validate_document,
+)
+from runtime.surface import DEFAULT_SCOPE
+
+MAX_SCOPE_CHARS = 200
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Authenticator) -> None:
+    """Serve `/stores` on `app`, over the newest bundle of `live` and `storage`."""
+
+    @app.exception_handler(_Refused)
+    async def _refused(request: Request, error: _Refused) -> JSONResponse:
+        return JSONResponse(
+            {"error": {"code": error.code, "message": error.message}}, status_code=error.status
+        )
+
+    def operator(authorization: str | None) -> None:
+        try:
+            caller = auth.caller(authorization)
+        except AuthError as error:
+            raise _Refused(401, "unauthorized", str(error)) from error
+        if not caller.operator:
+            raise _Refused(403, "forbidden", "only an operator may use /stores")
+
+    @app.get("/stores", tags=["stores"])
+    async def list_stores(
+        scope: str | None = None, authorization: Annotated[str | None, Header()] = None
+    ) -> list[dict[str, Any]]:
+        operator(authorization)
+        bundle = live()
+        listed = []
+        for name in sorted(bundle.stores):
+            store = bundle.stores[name]
+            page = await storage.query_documents(
+                _scope(store, scope), name, check_query(store, limit=1)
+            )
+            listed.append({**store_json(store), "documents": page.total})
+        return listed
+
+    @app.get("/stores/{name}", tags=["stores"])
+    async def query_documents(
+        name: str,
+        filter_: Annotated[str | None, Query(alias="filter")] = None,
+        sort: str | None = None,
+        limit: str | None = None,
+        offset: str | None = None,
+        scope: str | None = None,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        operator(authorization)
+        store = _store(live(), name)
+        filters: object = None
+        if filter_ is not None and filter_.strip():
+            try:
+                filters = json.loads(filter_)
+            except json.JSONDecodeError as error:
+                raise _Refused(
+                    422, "invalid_query", f"filter: not valid JSON ({error}); send a JSON object"
+                ) from error
+        try:
+            query = check_query(store, filters, sort, limit, offset)
+        except DocumentError as error:
+            raise _Refused(422, "invalid_query", str(error)) from error
+        where = _scope(store, scope)
+        page = await storage.query_documents(where, store.name, query)
+        return {
+            "store": store.name,
+            "scope": where,
+            "documents": [document_json(document) for document in page.documents],
+            "total": page.total,
+            "limit": query.limit,
+            "offset": query.offset,
+            "has_more": query.offset + len(page.documents) < page.total,
+        }
+
+    @app.get("/stores/{name}/{key:path}", tags=["stores"])
+    async def get_document(
+        name: str,
+        key: str,
+        history: bool = False,
+        scope: str | None = None,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        operator(authorization)
+        store = _store(live(), name)
+        where = _scope(store, scope)
+        document = await storage.get_document(where, store.name, _key(store, key))
+        if document is None:
+            raise _not_found(store, key, where)
+        found = document_json(document)
+        if history:
+            versions = await storage.document_history(where, store.name, key)
+            found["history"] = [
+                {
+                    "version": version.version,
+                    "document": version.data,
+                    "updated_at": version.updated_at.isoformat(),
+                }
+                for version in versions
+            ]
+        return found
+
+    @app.put("/stores/{name}/{key:path}", tags=["stores"])
+    async def put_document(
+        name: str,
+        key: str,
+        request: Request,
+        scope: str | None = None,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        operator(authorization)
+        store = _store(live(), name)
+        key = _key(store, key)
+        try:
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise _Refused(
+                422, "invalid_request", f"body: not valid JSON ({error}); send the document"
+            ) from error
+        try:
+            document = validate_document(store, body)
+            derived = document_key(store, document)
+        except DocumentError as error:
+            raise _Refused(422, "invalid_document", str(error)) from error
+        if derived != key:
+            raise _Refused(
+                422,
+                "invalid_document",
+                f"the document's key fields give key {derived!r} (template {store.key!r}), "
+                f"not {key!r}: PUT it to /stores/{store.name}/{derived} or fix its fields",
+            )
+        stored = await storage.put_document(
+            _scope(store, scope),
+            store.name,
+            key,
+            document,
+            ttl_seconds=store.ttl,
+            keep_versions=store.history_versions,
+        )
+        return {**document_json(stored), "created": stored.version == 1}
+
+    @app.delete("/stores/{name}/{key:path}", tags=["stores"], status_code=204)
+    async def delete_document(
+        name: str,
+        key: str,
+        scope: str | None = None,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        operator(authorization)
+        store = _store(live(), name)
+        where = _scope(store, scope)
+        if not await storage.delete_document(where, store.name, _key(store, key)):
+            raise _not_found(store, key, where)
+        return Response(status_code=204)
+
+
+def store_json(store: StoreDefinition) -> dict[str, Any]:
+    """A store's definition as the API shows it."""
+    return {
+        "name": store.name,
+        "entity": store.entity,
+        "key": store.key,
+        "key_fields": list(store.key_fields),
+        "schema": {
+            name: spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+            for name, spec in store.schema.items()
+        },
+        "ttl": store.ttl,
+        "history_versions": store.history_versions,
+        "shared": store.shared,
+    }
+
+
+def document_json(document: StoreDocument) -> dict[str, Any]:
+    """A stored document with its metadata."""
+    return {
+        "key": document.key,
+        "scope": document.scope_id,
+        "document": document.data,
+        "version": document.version,
+        "created_at": document.created_at.isoformat(),
+        "updated_at": document.updated_at.isoformat(),
+        "expires_at": document.expires_at.isoformat() if document.expires_at else None,
+    }
+
+
+def _store(bundle: Bundle, name: str) -> StoreDefinition:
+    store = bundle.stores.get(name)
+    if store is None:
+        known = ", ".join(sorted(bundle.stores)) or "(none)"
+        raise _Refused(404, "unknown_store", f"unknown store {name!r}; stores: {known}")
+    return store
+
+
+def _scope(store: StoreDefinition, scope: str | None) -> str:
+    if scope is not None and (not scope or len(scope) > MAX_SCOPE_CHARS or "\x00" in scope):
+        raise _Refused(422, "invalid_scope", f"scope must be 1 to {MAX_SCOPE_CHARS} characters")
+    return partition(store, scope or DEFAULT_SCOPE)
+
+
+def _key(store: StoreDefinition, key: str) -> str:
+    try:
+        return check_key(store, key)
+    except DocumentError as error:
+        raise _Refused(422, "invalid_key", str(error)) from error
+
+
+def _not_found(store: StoreDefinition, key: str, scope: str) -> _Refused:
+    return _Refused(
+        404,
+        "unknown_document",
+        f"no document {key!r} in store {store.name!r} (scope {scope!r})",
+    )
+
+
+__all__ = ["add_store_routes", "document_json", "store_json"]

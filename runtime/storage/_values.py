@@ -1,0 +1,142 @@
+"""Values in and out of a database, shared by the backends so they refuse the same input."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from runtime.storage import MAX_QUERY_LIMIT, DocumentQuery, FilterValue, JSONObject
+
+
+def dump(value: JSONObject, what: str) -> str:
+    """Compact JSON text of an object; `TypeError`/`ValueError` naming `what` if it is not JSON."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be a JSON object (a dict), got {type(value).__name__}")
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{what} is not JSON: {e}") from e
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (tool output decoded from broken JSON, say) cannot be
+        # stored as UTF-8; escaped as \uXXXX it is plain ASCII and comes back exact.
+        return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    return text
+
+
+def load(text: str) -> JSONObject:
+    return cast(JSONObject, json.loads(text))
+
+
+def aware(moment: datetime, what: str) -> datetime:
+    """`moment` in UTC; `ValueError` for a naive datetime."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(
+            f"{what}: naive datetime {moment.isoformat()}; "
+            "pass an aware one, e.g. datetime.now(UTC)"
+        )
+    return moment.astimezone(UTC)
+
+
+def iso(moment: datetime, what: str) -> str:
+    """ISO 8601 in UTC with microseconds: text order is time order."""
+    return aware(moment, what).isoformat(timespec="microseconds")
+
+
+def check_status(status: str, allowed: Sequence[str]) -> None:
+    if status not in allowed:
+        raise ValueError(f"run status {status!r} is not one of {', '.join(allowed)}")
+
+
+def check_ttl(ttl_seconds: float) -> None:
+    if not ttl_seconds > 0:
+        raise ValueError(f"ttl_seconds must be more than 0, got {ttl_seconds!r}")
+
+
+def check_document(
+    scope_id: str, store: str, key: str, data: JSONObject, ttl_seconds: float | None, keep: int
+) -> str:
+    """The document's JSON text; refuses what one of the backends could not store exactly.
+
+    PostgreSQL's `jsonb` holds neither U+0000 nor unpaired surrogates, so both
+    backends refuse them (in keys and values alike) rather than differ.
+    """
+    for name, value in (("scope_id", scope_id), ("store", store), ("key", key)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        _check_text(value, name)
+    if ttl_seconds is not None:
+        check_ttl(ttl_seconds)
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+        raise ValueError(f"keep_versions must be an int of 0 or more, got {keep!r}")
+    text = dump(data, f"document {key!r}")
+    _check_value(data, "document")
+    return text
+
+
+def _check_value(value: Any, path: str) -> None:
+    if isinstance(value, str):
+        _check_text(value, path)
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            _check_text(name, f"{path}: field name")
+            _check_value(item, f"{path}.{name}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_value(item, f"{path}[{index}]")
+
+
+def _check_text(text: str, path: str) -> None:
+    if "\x00" in text:
+        raise ValueError(f"{path}: strings in documents cannot hold the character U+0000")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"{path}: strings in documents cannot hold unpaired surrogates") from e
+
+
+def check_query(query: DocumentQuery) -> tuple[list[tuple[str, FilterValue]], str | None, bool]:
+    """The query's filters, sort field and direction; `ValueError` for anything out of bounds."""
+    if isinstance(query.limit, bool) or not isinstance(query.limit, int):
+        raise ValueError(f"limit must be an int, got {query.limit!r}")
+    if not 1 <= query.limit <= MAX_QUERY_LIMIT:
+        raise ValueError(f"limit must be 1 to {MAX_QUERY_LIMIT}, got {query.limit}")
+    if isinstance(query.offset, bool) or not isinstance(query.offset, int) or query.offset < 0:
+        raise ValueError(f"offset must be an int of 0 or more, got {query.offset!r}")
+    filters: list[tuple[str, FilterValue]] = []
+    for name, value in _items(query.filters):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"filter field names must be non-empty strings, got {name!r}")
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise TypeError(
+                f"filter {name!r}: values are strings, numbers, booleans or null, "
+                f"got {type(value).__name__}"
+            )
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"filter {name!r}: {value!r} is not a JSON number")
+        if isinstance(value, str):
+            _check_text(value, f"filter {name!r}")
+        filters.append((name, value))
+    sort = query.sort
+    if sort is None:
+        return filters, None, False
+    descending = sort.startswith("-")
+    field = sort[1:] if descending else sort
+    if not field:
+        raise ValueError(f"sort must be 'field' or '-field', got {sort!r}")
+    return filters, field, descending
+
+
+def _items(filters: Mapping[str, FilterValue]) -> list[tuple[str, FilterValue]]:
+    if not isinstance(filters, Mapping):
+        raise TypeError(
+            f"filters must be a mapping of field to value, got {type(filters).__name__}"
+        )
+    return list(filters.items())

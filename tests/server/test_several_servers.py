@@ -1,0 +1,155 @@
+"""Two real `amodal serve` processes on one PostgreSQL database (SPEC 10; docs/deploy.md).
+
+What a load balancer in front of several servers needs: any server continues any
+session, resumes any pending confirmation, sees every store document, and one
+session never runs two turns at once, whichever servers the requests reach.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+from runtime.testing import ScriptedModel
+from tests.server.conftest import ServeProcess, parse_sse
+
+REPO = {
+    "tools/charge/tool.json": {"description": "Charge a card.", "confirm": True},
+    "tools/charge/handler.py": "async def handler(args, ctx):\n    return {'charged': True}\n",
+    "stores/cache.json": {
+        "entity": {"name": "Entry", "key": "{id}", "schema": {"id": {"type": "string"}}},
+        "ttl": 1,
+    },
+    "agents/default/agent.json": {"tools": ["charge"], "stores": {"cache": "rw"}},
+}
+
+
+def chat(server: ServeProcess, **body: Any) -> list[dict[str, Any]]:
+    response = httpx.post(f"{server.url}/chat", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    return parse_sse(response.text)
+
+
+def two_servers(
+    make_repo: Callable[..., Path], serve: Callable[..., ServeProcess], postgres_url: str
+) -> tuple[ServeProcess, ServeProcess]:
+    repo = make_repo(REPO)
+    env = {
+        "DATABASE_URL": postgres_url,
+        "AMODAL_STORE_PURGE_SECONDS": "0.2",
+        "MODEL_MAIN": "scripted",  # a model must be named to start; the fixtures pick the endpoint
+    }
+    first, second = serve(repo, env, "--no-reload"), serve(repo, env, "--no-reload")
+    first.wait_ready()
+    second.wait_ready()
+    return first, second
+
+
+def test_a_session_started_on_one_server_continues_on_the_other(
+    make_repo: Callable[..., Path],
+    serve: Callable[..., ServeProcess],
+    postgres_url: str,
+    scripted_model: ScriptedModel,
+) -> None:
+    a, b = two_servers(make_repo, serve, postgres_url)
+    scripted_model.reply("Noted.")
+    session = chat(a, message="remember 42")[0]["session_id"]
+
+    scripted_model.reply("You said 42.")
+    events = chat(b, message="what did I say?", session_id=session)
+
+    assert events[0]["created"] is False
+    users = [m["content"] for m in scripted_model.requests[-1].messages if m["role"] == "user"]
+    assert users == ["remember 42", "what did I say?"]
+    history = httpx.get(f"{a.url}/sessions/{session}", timeout=10).json()
+    replies = [e["text"] for e in history["events"] if e["type"] == "assistant"]
+    assert replies == ["Noted.", "You said 42."]
+
+
+def test_a_confirmation_left_pending_by_one_server_is_resumed_through_the_other(
+    make_repo: Callable[..., Path],
+    serve: Callable[..., ServeProcess],
+    postgres_url: str,
+    scripted_model: ScriptedModel,
+) -> None:
+    a, b = two_servers(make_repo, serve, postgres_url)
+    scripted_model.tool_call("charge", {}, id="call_1")
+    paused = chat(a, message="charge it")
+    assert paused[-1]["reason"] == "awaiting_confirmation"
+    session = paused[0]["session_id"]
+
+    scripted_model.reply("Charged.")
+    resumed = httpx.post(
+        f"{b.url}/sessions/{session}/confirmations/call_1", json={"approve": True}, timeout=30
+    )
+    again = httpx.post(
+        f"{a.url}/sessions/{session}/confirmations/call_1", json={"approve": True}, timeout=30
+    )
+
+    events = parse_sse(resumed.text)
+    assert next(e for e in events if e["type"] == "tool_result")["result"] == {"charged": True}
+    assert events[-1]["reason"] == "model_stop"
+    assert again.status_code == 404  # resumed once, by whichever server got it first
+
+
+def test_two_turns_for_one_session_on_two_servers_at_once_give_one_409(
+    make_repo: Callable[..., Path],
+    serve: Callable[..., ServeProcess],
+    postgres_url: str,
+    scripted_model: ScriptedModel,
+) -> None:
+    a, b = two_servers(make_repo, serve, postgres_url)
+    scripted_model.reply("first")
+    session = chat(a, message="one")[0]["session_id"]
+    scripted_model.latency = 2.0  # the winner holds the session while the loser arrives
+    scripted_model.reply("slow")
+    statuses: list[int] = []
+    start = threading.Barrier(2)
+
+    def send(server: ServeProcess) -> None:
+        start.wait()
+        response = httpx.post(
+            f"{server.url}/chat", json={"message": "two", "session_id": session}, timeout=30
+        )
+        statuses.append(response.status_code)
+        if response.status_code == 409:
+            assert response.json()["error"]["code"] == "session_busy"
+
+    threads = [threading.Thread(target=send, args=(server,)) for server in (a, b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(statuses) == [200, 409]
+    history = httpx.get(f"{b.url}/sessions/{session}", timeout=10).json()
+    assert [e["text"] for e in history["events"] if e["type"] == "user"] == ["one", "two"]
+
+
+def test_store_documents_are_shared_and_purged_by_the_servers(
+    make_repo: Callable[..., Path],
+    serve: Callable[..., ServeProcess],
+    postgres_url: str,
+) -> None:
+    a, b = two_servers(make_repo, serve, postgres_url)
+    put = httpx.put(f"{a.url}/stores/cache/k1", json={"id": "k1"}, timeout=10)
+    assert put.status_code == 200
+
+    assert httpx.get(f"{b.url}/stores/cache/k1", timeout=10).json()["document"] == {"id": "k1"}
+
+    deadline = time.monotonic() + 10
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        while time.monotonic() < deadline:
+            row = connection.execute("SELECT count(*) FROM store_documents").fetchone()
+            if row is not None and row[0] == 0:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the expired document was never purged")
+    assert httpx.get(f"{b.url}/stores/cache/k1", timeout=10).status_code == 404
