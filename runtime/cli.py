@@ -265,10 +265,11 @@ def chat(
 ) -> None:
     """Chat with the repo's agents: one turn with MESSAGE, else an interactive loop."""
     from runtime.console import run_chat
+    from runtime.reload import LiveBundle
 
-    obj.bundle()  # print every error and exit 1 before anything starts
+    live = LiveBundle(obj.repo, obj.bundle())  # errors printed, exit 1, before anything starts
     code = run_chat(
-        obj.repo,
+        live,
         message,
         agent=agent,
         context=_pairs(contexts, "--context"),
@@ -286,6 +287,7 @@ def chat(
 def serve(obj: _Context, host: str, port: int, no_reload: bool) -> None:
     """Serve the HTTP API (chat with SSE streaming, sessions, agents, health)."""
     from runtime.console import run_server
+    from runtime.reload import LiveBundle
 
-    obj.bundle()
-    sys.exit(run_server(obj.repo, host, port, reload=not no_reload))
+    live = LiveBundle(obj.repo, obj.bundle())
+    sys.exit(run_server(live, host, port, reload=not no_reload))

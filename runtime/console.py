@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 
 import anyio
 import uvicorn
@@ -19,10 +19,11 @@ from runtime.rooting import choose_root
 from runtime.server import check_binding, close_server, open_server
 from runtime.server.auth import Authenticator
 from runtime.storage import default_database_path
+from runtime.stores import purge_interval, purge_periodically
 
 
 def run_chat(
-    repo: Path,
+    live: LiveBundle,
     message: str | None,
     *,
     agent: str | None,
@@ -32,7 +33,7 @@ def run_chat(
 ) -> int:
     """One turn (or an interactive loop without a message); the process exit code."""
     try:
-        return anyio.run(_chat, repo, message, agent, dict(context), session_id, as_json)
+        return anyio.run(_chat, live, message, agent, dict(context), session_id, as_json)
     except AmodalError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
@@ -41,14 +42,13 @@ def run_chat(
 
 
 async def _chat(
-    repo: Path,
+    live: LiveBundle,
     message: str | None,
     agent: str | None,
     context: dict[str, str],
     session_id: str | None,
     as_json: bool,
 ) -> int:
-    live = LiveBundle.load(repo)
     if agent is not None:  # refuse an unknown agent before starting any model
         choose_root(live(), agent, None)
     with offline_model_if_needed(live().config, os.environ) as fallback:
@@ -146,20 +146,35 @@ class _Status:
             self.shown = False
 
 
-def run_server(repo: Path, host: str, port: int, *, reload: bool) -> int:
+def run_server(live: LiveBundle, host: str, port: int, *, reload: bool) -> int:
     try:
-        anyio.run(_serve, repo, host, port, reload)
+        anyio.run(_serve, live, host, port, reload)
     except AmodalError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         pass
+    except BaseExceptionGroup as group:
+        if group.subgroup(SystemExit) is None:
+            raise
+        # uvicorn exits when it cannot listen (it has logged why, e.g. the port is taken).
+        print(f"Error: could not serve on {host}:{port}", file=sys.stderr)
+        return 1
     return 0
 
 
-async def _serve(repo: Path, host: str, port: int, reload: bool) -> None:
-    live = LiveBundle.load(repo)
+def _announce(live: LiveBundle) -> Callable[[bool], None]:
+    def announce(ok: bool) -> None:
+        if ok:  # a failed reload is logged as reload_failed with every error
+            print(f"amodal: reloaded (bundle {live().version})", file=sys.stderr)
+
+    return announce
+
+
+async def _serve(live: LiveBundle, host: str, port: int, reload: bool) -> None:
+    repo = live.root
     check_binding(host, Authenticator(live().config.auth, os.environ))  # before anything starts
+    purge_every = purge_interval(os.environ)
     with offline_model_if_needed(live().config, os.environ) as fallback:
         server = await open_server(live, fallback_model=fallback)
         try:
@@ -175,13 +190,19 @@ async def _serve(repo: Path, host: str, port: int, reload: bool) -> None:
             )
             print(
                 f"amodal: serving {server.live().config.name} (bundle "
-                f"{server.live().version}) on http://{host}:{port}",
+                f"{server.live().version}) on http://{host}:{port}, "
+                f"database {server.runtime.storage!r}",
                 file=sys.stderr,
             )
             async with anyio.create_task_group() as group:
                 if reload:
                     data_dir = default_database_path(repo).parent
-                    group.start_soon(lambda: watch(server.live, ignore=data_dir))
+                    group.start_soon(
+                        functools.partial(
+                            watch, server.live, ignore=data_dir, on_reload=_announce(live)
+                        )
+                    )
+                group.start_soon(purge_periodically, server.runtime.storage, purge_every)
                 await http.serve()
                 group.cancel_scope.cancel()
         finally:

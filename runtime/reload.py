@@ -44,7 +44,20 @@ class LiveBundle:
     def reload(self) -> bool:
         """Reload the repo; True when a good bundle is in place. Turns in flight keep theirs."""
         with self._lock:
-            result = load_repo(self.root, environ=self._environ or os.environ)
+            try:
+                result = load_repo(self.root, environ=self._environ or os.environ)
+            except Exception as error:
+                # The loader reports every problem *in* the repo as a finding; it raises only
+                # when the tree changes under it (a folder removed between listing and
+                # reading it, as `git checkout` does) or on a loader bug. Neither may take a
+                # serving process down: keep the last good bundle, as for a bad edit.
+                self.errors = (_unreadable(self.root, error),)
+                logger.error(
+                    "reload_failed",
+                    extra={"event": "reload_failed", "errors": [str(self.errors[0])]},
+                    exc_info=not isinstance(error, OSError),  # a race needs no traceback
+                )
+                return False
             if result.bundle is None:
                 self.errors = result.errors
                 logger.error(
@@ -59,6 +72,17 @@ class LiveBundle:
                     "reloaded", extra={"event": "reloaded", "version": self._bundle.version}
                 )
             return True
+
+
+def _unreadable(root: Path, error: Exception) -> DefinitionError:
+    where = "."
+    if isinstance(error, OSError) and error.filename:
+        path = Path(os.fsdecode(error.filename))
+        if path.is_relative_to(root.resolve()):
+            where = path.relative_to(root.resolve()).as_posix()
+    return DefinitionError(
+        where, f"reading the repo failed: {error} (the next change, or POST /admin/reload, retries)"
+    )
 
 
 WATCHED = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools", "connections")
@@ -83,9 +107,38 @@ def repo_filter(root: Path, ignore: Path | None = None) -> Callable[[Change, str
     return accept
 
 
-async def watch(live: LiveBundle, *, ignore: Path | None = None, debounce_ms: int = 50) -> None:
-    """Reload `live` on every change of the repo's definition files, until cancelled."""
-    async for _changes in awatch(
-        live.root, watch_filter=repo_filter(live.root, ignore), debounce=debounce_ms, step=10
-    ):
-        await anyio.to_thread.run_sync(live.reload)
+async def watch(
+    live: LiveBundle,
+    *,
+    ignore: Path | None = None,
+    debounce_ms: int = 50,
+    on_reload: Callable[[bool], None] | None = None,
+) -> None:
+    """Reload `live` on every change of the repo's definition files, until cancelled;
+    `on_reload` hears whether each reload put a good bundle in place."""
+    # Watch the resolved root: the watcher reports paths under the path it was given, and
+    # one given as `../repo` or through a symlink would never match the filter's root.
+    root = live.root.resolve()
+    stop = anyio.Event()
+
+    async def stop_when_cancelled() -> None:
+        # The watcher waits in a thread that cancellation cannot interrupt (it would hold
+        # a stopping server for seconds); told through its stop event, it ends at once.
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stop.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(stop_when_cancelled)
+        async for _changes in awatch(
+            root,
+            watch_filter=repo_filter(root, ignore),
+            debounce=debounce_ms,
+            step=10,
+            stop_event=stop,
+        ):
+            ok = await anyio.to_thread.run_sync(live.reload)
+            if on_reload is not None:
+                on_reload(ok)
+        group.cancel_scope.cancel()
