@@ -11,6 +11,7 @@ Provider failures are retried with bounded exponential backoff, then raised as
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from collections.abc import AsyncIterator, Mapping
@@ -20,8 +21,8 @@ from typing import Any, Self, cast
 from urllib.parse import urlsplit
 
 import anyio
+import httpx2
 import openai
-from openai.types.chat import ChatCompletionChunk
 
 from runtime.bundle import ModelTier
 from runtime.events import Usage
@@ -226,49 +227,48 @@ class _Assembler:
         self.finish_reason: str | None = None
         self.usage = Usage()
 
-    def add(self, chunk: ChatCompletionChunk) -> str:
-        """Take one chunk in; return its text (empty if none)."""
-        if chunk.model and not self.model:
-            self.model = chunk.model
-        if chunk.usage is not None:
-            details = chunk.usage.prompt_tokens_details
+    def add(self, chunk: dict[str, Any]) -> str:
+        """Take one chunk (a parsed `data:` line) in; return its text (empty if none)."""
+        if chunk.get("model") and not self.model:
+            self.model = str(chunk["model"])
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            details = usage.get("prompt_tokens_details") or {}
             self.usage = Usage(
-                chunk.usage.prompt_tokens or 0,
-                chunk.usage.completion_tokens or 0,
-                (details.cached_tokens or 0) if details is not None else 0,
+                usage.get("prompt_tokens") or 0,
+                usage.get("completion_tokens") or 0,
+                (details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
             )
         text = ""
-        for choice in chunk.choices or ():
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-            delta = choice.delta
-            if delta is None:
-                continue
-            if delta.content:
-                text += delta.content
-            for fragment in delta.tool_calls or ():
+        for choice in chunk.get("choices") or ():
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                text += delta["content"]
+            for fragment in delta.get("tool_calls") or ():
                 self._add_fragment(fragment)
         if text:
             self.text.append(text)
         return text
 
-    def _add_fragment(self, fragment: Any) -> None:
-        index = fragment.index
+    def _add_fragment(self, fragment: dict[str, Any]) -> None:
+        index = fragment.get("index")
+        fragment_id = fragment.get("id")
         if index is None:
             # Some servers omit the index: a new id starts a new call, else it continues.
             last = max(self.calls, default=-1)
             current = self.calls[last].id if last >= 0 else ""
-            starts = last < 0 or bool(fragment.id and current and fragment.id != current)
+            starts = last < 0 or bool(fragment_id and current and fragment_id != current)
             index = last + 1 if starts else last
         call = self.calls.setdefault(index, _PartialCall())
-        if fragment.id and not call.id:
-            call.id = fragment.id
-        function = fragment.function
-        if function is not None:
-            if function.name and not call.name:
-                call.name = function.name
-            if function.arguments:
-                call.arguments.append(function.arguments)
+        if fragment_id and not call.id:
+            call.id = fragment_id
+        function = fragment.get("function") or {}
+        if function.get("name") and not call.name:
+            call.name = function["name"]
+        if function.get("arguments"):
+            call.arguments.append(function["arguments"])
 
     def reply(self) -> ModelReply:
         calls = tuple(
@@ -349,34 +349,42 @@ class ModelClient:
         null content are sent with content "" (some servers reject null).
         Raises `ModelError` when the call fails for good.
         """
-        # The loop builds plain dicts; the SDK's TypedDicts are type hints only, hence the casts.
-        sent_messages = cast(Any, _normalize_messages(messages))
-        sent_tools = cast(Any, tools) if tools else openai.omit
-        sent_choice = cast(Any, tool_choice) if tool_choice is not None else openai.omit
-        send_key = cache_key is not None and self._send_cache_key
+        body: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "messages": _normalize_messages(messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            body["tools"] = tools
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
+        if cache_key is not None and self._send_cache_key:
+            body["prompt_cache_key"] = cache_key
+        # Encoded once here: the SDK's typed `create` re-walks every message of the
+        # transcript on every call (its cost grows with the session), then parses each
+        # chunk into models; its client's `post` with a raw streaming response does neither.
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         attempt = 0
         while True:
             attempt += 1
             assembler = _Assembler(self.endpoint.model)
             yielded = False
             try:
-                chunks = await self._client.chat.completions.create(
-                    model=self.endpoint.model,
-                    messages=sent_messages,
-                    tools=sent_tools,
-                    tool_choice=sent_choice,
-                    prompt_cache_key=cache_key if send_key else openai.omit,
-                    stream=True,
-                    stream_options={"include_usage": True},
+                response = await self._client.post(
+                    "/chat/completions",
+                    content=content,
+                    cast_to=httpx2.Response,
+                    options={"headers": _RAW_STREAM_HEADERS},
                 )
                 try:
-                    async for chunk in chunks:
+                    async for chunk in _sse_chunks(response):
                         text = assembler.add(chunk)
                         if text:
                             yielded = True
                             yield text
                 finally:
-                    await chunks.close()
+                    await response.aclose()
             except (openai.APIStatusError, openai.APIConnectionError) as e:
                 if yielded or not _retryable(e) or attempt > self.max_retries:
                     raise self._error(e, attempt) from e
@@ -394,8 +402,9 @@ class ModelClient:
                 )
                 await anyio.sleep(delay)
                 continue
-            except (openai.OpenAIError, ValueError) as e:
-                # An error event inside the stream, or a chunk that is not JSON.
+            except (httpx2.HTTPError, _StreamError) as e:
+                # The connection broke mid-stream, an error event arrived inside the stream,
+                # or a chunk was not JSON: reported, never retried.
                 raise self._error(e, attempt) from e
             reply = assembler.reply()
             if reply.finish_reason is None and not reply.text and not reply.tool_calls:
@@ -436,8 +445,10 @@ class ModelClient:
             cause = error.__cause__
             detail = f"{type(cause).__name__}: {cause}" if cause is not None else error.message
             reason = f"connection failed ({detail})"
-        elif isinstance(error, openai.APIError):
-            reason = f"error in the stream: {_body_message(error.body) or error.message}"
+        elif isinstance(error, _StreamError):
+            reason = str(error)
+        elif isinstance(error, httpx2.HTTPError):
+            reason = f"the stream broke ({type(error).__name__}: {error})"
         else:
             reason = f"malformed response: {error}"
         return self._scrub(reason)[:_MAX_REASON]
@@ -449,6 +460,35 @@ class ModelClient:
         if self.endpoint.base_url != display_url(self.endpoint.base_url):
             text = text.replace(self.endpoint.base_url, self.endpoint.display_url)
         return text
+
+
+# Asks the SDK's client for the raw, unread streaming response (the SDK's own
+# `with_streaming_response` sets the same header).
+_RAW_STREAM_HEADERS = {"X-Stainless-Raw-Response": "stream", "Content-Type": "application/json"}
+
+
+class _StreamError(Exception):
+    """An error event, or a chunk that is not JSON, inside a 200 stream."""
+
+
+async def _sse_chunks(response: Any) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of a Chat Completions event stream, until `[DONE]`."""
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue  # comments, `event:` lines and the blank lines between events
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError as error:
+            raise _StreamError(f"malformed response: a chunk is not JSON ({error})") from error
+        if not isinstance(chunk, dict):
+            raise _StreamError("malformed response: a chunk is not a JSON object")
+        if chunk.get("error"):
+            message = _body_message(chunk) or json.dumps(chunk["error"])[:200]
+            raise _StreamError(f"error in the stream: {message}")
+        yield chunk
 
 
 def _retryable(error: openai.APIStatusError | openai.APIConnectionError) -> bool:

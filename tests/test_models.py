@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -429,23 +430,19 @@ async def test_concurrent_calls_are_in_flight_together() -> None:
 
 
 async def test_an_empty_stream_is_a_model_error_not_a_silent_empty_reply() -> None:
-    import socket
-    import threading
-
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     port = listener.getsockname()[1]
 
     def serve_empty() -> None:
-        for _ in range(2):
-            connection, _ = listener.accept()
+        connection, _ = listener.accept()
+        with connection:
             connection.recv(65536)
             connection.sendall(
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                 b"content-length: 0\r\nconnection: close\r\n\r\n"
             )
-            connection.close()
 
     thread = threading.Thread(target=serve_empty, daemon=True)
     thread.start()
@@ -454,4 +451,5 @@ async def test_an_empty_stream_is_a_model_error_not_a_silent_empty_reply() -> No
         with pytest.raises(ModelError, match="without an answer"):
             async for _ in client.stream([{"role": "user", "content": "hi"}], None):
                 pass
+    thread.join(timeout=5)
     listener.close()
