@@ -252,10 +252,11 @@ class _Recorder:
         self._storage = storage
         self._session_id = session_id
         self._version = bundle_version
+        self.appended: list[StoredEvent] = []  # this turn's events, so it never re-reads them
 
     async def record(self, type: str, data: dict[str, Any], *, run_id: str, agent: str) -> None:
         with anyio.CancelScope(shield=True):
-            await self._storage.append_event(
+            stored = await self._storage.append_event(
                 self._session_id,
                 type,
                 data,
@@ -263,6 +264,7 @@ class _Recorder:
                 agent=agent,
                 bundle_version=self._version,
             )
+        self.appended.append(stored)
 
 
 class Turn:
@@ -359,10 +361,11 @@ class Turn:
         await self._record(
             "turn", agent=self.agent, surface=surface.fingerprint, context=self.context
         )
+        waiting = await storage.list_pending(session.id)
         if self.message is not None:
             # A new message instead of a decision: the waiting call is not approved. Its
             # result must follow its assistant message, so it is written first.
-            for pending in await storage.list_pending(session.id):
+            for pending in waiting:
                 if await storage.delete_pending(session.id, pending.call_id):
                     denial = "not approved: the person sent a new message instead"
                     await self._record(
@@ -383,8 +386,8 @@ class Turn:
         if self.message is not None:
             await self._record("user", text=self.message)
 
-        events = await storage.list_events(session.id)
-        pending_ids = {p.call_id for p in await storage.list_pending(session.id)}
+        events = [*history, *self._recorder.appended]
+        pending_ids = {p.call_id for p in waiting} if self.message is None else set()
         if self.resume is not None:
             pending_ids.add(self.resume.pending.call.id)
         transcript = rebuild(events, pending_ids)

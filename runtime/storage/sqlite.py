@@ -119,16 +119,50 @@ class SqliteStorage:
     # --- plumbing ---------------------------------------------------------
 
     async def _read(self, operation: Callable[[Connection], T]) -> T:
+        done, result = self._inline(operation)
+        if done:
+            return result
         return await anyio.to_thread.run_sync(self._locked, operation, limiter=self._limiter)
 
     async def _write(self, operation: Callable[[Connection], T]) -> T:
-        # Shielded, so a write that was asked for commits or rolls back on its own
-        # terms: a cancelled turn never leaves half an append or a lost approval.
-        with anyio.CancelScope(shield=True):
-            result = await anyio.to_thread.run_sync(self._locked, operation, limiter=self._limiter)
+        done, result = self._inline(operation)
+        if not done:
+            # Shielded, so a write that was asked for commits or rolls back on its own
+            # terms: a cancelled turn never leaves half an append or a lost approval.
+            with anyio.CancelScope(shield=True):
+                result = await anyio.to_thread.run_sync(
+                    self._locked, operation, limiter=self._limiter
+                )
         # The caller was perhaps cancelled meanwhile: it gets that, not the result.
         await anyio.lowlevel.checkpoint_if_cancelled()
         return result
+
+    def _inline(self, operation: Callable[[Connection], T]) -> tuple[bool, T]:
+        """Run on the event loop's thread when nothing has to wait: a statement takes tens of
+        microseconds, the hop to a worker thread about as long again, and a turn makes
+        twenty of them. Never waits: when this process's connection is busy or another
+        process holds the database lock, (False, _) says to take the thread path, which
+        may wait up to the busy timeout without blocking the loop. Runs synchronously, so
+        it cannot be cancelled half-way."""
+        if not self._lock.acquire(blocking=False):
+            return False, cast(T, None)
+        try:
+            connection = self._connection
+            if connection is None:
+                raise StorageClosedError(f"the storage on {self.path} is closed")
+            connection.execute("PRAGMA busy_timeout = 0")
+            try:
+                return True, operation(connection)
+            except sqlite3.OperationalError as e:
+                if "locked" in str(e) or "busy" in str(e):
+                    return False, cast(T, None)  # rolled back by its transaction: retry there
+                raise StorageError(f"database {self.path}: {e}") from e
+            except sqlite3.Error as e:
+                raise StorageError(f"database {self.path}: {e}") from e
+            finally:
+                connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+        finally:
+            self._lock.release()
 
     def _locked(self, operation: Callable[[Connection], T]) -> T:
         with self._lock:
