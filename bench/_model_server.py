@@ -1,0 +1,79 @@
+"""The scripted model servers of `bench.peers`, in a process of their own.
+
+    python -m bench._model_server [--cpu 0] [--latency tools=0 --latency chat=0.1 ...]
+
+Starts one `ScriptedModel` per workload (each with its latency and its
+deterministic responder from `bench._scenario`), prints one JSON line
+`{"tools": URL, "delegation": URL, "chat": URL}` and serves until its standard
+input closes (the benchmark exited), so it never outlives the run.
+
+Own process, own CPU: the server's work (JSON parsing, thread switches) must not
+share a core or the GIL with the client under test (notes/benchmarking.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+
+from bench._scenario import RESPONDERS
+from runtime.testing import RecordedRequest, ScriptedModel, Step
+from runtime.testing._server import _Server
+
+DEFAULT_LATENCY = {"tools": 0.0, "delegation": 0.2, "chat": 0.1}
+_KEEP_REQUESTS = 200
+
+
+def _forgetful(
+    model: ScriptedModel, answer: Callable[[RecordedRequest], Step]
+) -> Callable[[RecordedRequest], Step]:
+    """The responder, dropping old recorded requests: a run sends tens of thousands, and a
+    growing heap would slow the server (longer GC pauses) as the run goes on."""
+
+    def respond(request: RecordedRequest) -> Step:
+        with model._lock:  # the ScriptedModel has no public way to forget; a test never needs one
+            if len(model._requests) > _KEEP_REQUESTS:
+                model._requests.clear()
+        return answer(request)
+
+    return respond
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench._model_server")
+    parser.add_argument("--cpu", type=int, help="pin the process to this CPU")
+    parser.add_argument(
+        "--latency", action="append", default=[], metavar="NAME=SECONDS", help="a server's latency"
+    )
+    args = parser.parse_args(argv)
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
+    latency = dict(DEFAULT_LATENCY)
+    for item in args.latency:
+        name, _, seconds = item.partition("=")
+        if name not in RESPONDERS:
+            parser.error(f"--latency {item}: unknown server {name!r}")
+        latency[name] = float(seconds)
+    # socketserver listens with a backlog of 5: a burst of new connections (workload c opens
+    # one per concurrent turn) overflows it, and each dropped SYN costs its client a 1 s
+    # retransmission. Tests never open that many at once; the benchmark does.
+    _Server.request_queue_size = 1024
+    models = {}
+    for name, answer in RESPONDERS.items():
+        model = ScriptedModel(latency[name]).start()
+        model.respond(_forgetful(model, answer))
+        models[name] = model
+    print(json.dumps({name: model.base_url for name, model in models.items()}), flush=True)
+    try:
+        sys.stdin.read()  # until the benchmark closes our stdin (or dies)
+    finally:
+        for model in models.values():
+            model.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
