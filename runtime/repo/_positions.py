@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import contextlib
 import re
 from collections.abc import Sequence
 from json.decoder import scanstring  # type: ignore[attr-defined]
@@ -65,10 +66,9 @@ def json_lines(text: str) -> dict[Path, int]:
         match = _SCALAR.match(text, pos)
         return match.end() if match else pos + 1
 
-    try:
+    # The walker only maps: a document it cannot follow keeps what it found so far.
+    with contextlib.suppress(IndexError, ValueError):
         value(0, ())
-    except (IndexError, ValueError):
-        pass  # the walker only maps; a document it cannot follow keeps what it found
     return lines
 
 

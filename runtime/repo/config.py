@@ -48,17 +48,15 @@ def load_config(reader: Reader, environ: Mapping[str, str], offline: bool) -> Re
                 line=line,
                 field=field,
             )
-        elif offline:
-            pass  # `amodal validate --offline` checks the form only
-        elif name not in environ:
+        elif not offline:  # `amodal validate --offline` checks the form only
+            if name in environ:
+                return environ[name]
             report.error(
                 CONFIG_FILE,
                 f"environment variable {name!r} is not set (referenced as {value!r})",
                 line=line,
                 field=field,
             )
-        else:
-            return environ[name]
         return value
 
     data = resolve(data, ())

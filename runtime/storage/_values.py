@@ -25,7 +25,7 @@ def dump(value: JSONObject, what: str) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (tool output decoded from broken JSON, say) cannot be
-        # stored as UTF-8; escaped as \uXXXX it is plain ASCII and comes back exact.
+        # stored as UTF-8; as a \u escape it is plain ASCII and comes back exact.
         return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     return text
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import selectors
@@ -302,10 +303,8 @@ class _Server(ThreadingHTTPServer):
         with self.connections_lock:
             connections = list(self.connections)
         for connection in connections:
-            try:
+            with contextlib.suppress(OSError):  # already closed by the client
                 connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed by the client
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up mid-answer is normal in tests (cancellation, cut streams).
@@ -345,10 +344,8 @@ class _Handler(BaseHTTPRequestHandler):
     def finish(self) -> None:
         with self.server.connections_lock:
             self.server.connections.discard(self.connection)
-        try:
+        with contextlib.suppress(OSError):  # the client is gone
             super().finish()
-        except OSError:
-            pass  # the client is gone
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
