@@ -187,11 +187,12 @@ class ChatRuntime:
     ) -> Turn:
         bundle = self._bundle()
         session = await self._session(session_id, caller)
-        if await self.storage.get_pending(session_id, call_id) is None:
+        pending = await self.storage.get_pending(session_id, call_id)
+        if pending is None:
             raise ConfirmationNotFoundError(session_id, call_id)
         holder = await self._acquire(session.id)
-        pending = await self.storage.get_pending(session_id, call_id)
-        if pending is None or not await self.storage.delete_pending(session_id, call_id):
+        # Deleting is the claim: only one request gets True, so an approval runs once.
+        if not await self.storage.delete_pending(session_id, call_id):
             await self.storage.release_turn(session.id, holder)
             raise ConfirmationNotFoundError(session_id, call_id)  # another request took it
         call = ToolCall(pending.call_id, pending.tool, json.dumps(pending.arguments))
