@@ -10,6 +10,7 @@ Peers are imported only by the contender that needs them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import time
@@ -41,37 +42,35 @@ def _openai_client(url: str) -> Any:
 
 
 class Amodal:
-    """ChatRuntime, streaming (it always streams), over one of three stores.
+    """`runtime.Runtime`, streaming (it always streams), over one of three stores.
 
     `sqlite`: a SQLite file in a temporary folder (production's default);
     `sqlite-memory`: SQLite on ':memory:', the same code with no file I/O;
     `memory`: `bench._memory_storage.MemoryStorage`, no database at all.
+    `observers` are passed to `Runtime.open` (the OpenTelemetry contender's tracer).
     """
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, observers: Callable[[], list[Any]] = list) -> None:
         self.store = store
+        self._observers = observers
         self._folder = tempfile.TemporaryDirectory(prefix="amodal-bench-peers-")
+        self._stack = contextlib.AsyncExitStack()
         self._runtimes: dict[str, Any] = {}
 
     async def setup(self, urls: dict[str, str]) -> None:
-        from runtime import load_bundle
-        from runtime.chat import ModelRouter
+        from runtime import Runtime, load_bundle
 
-        root = s.write_repo(Path(self._folder.name) / "repo")
-        bundle = load_bundle(root)
+        bundle = load_bundle(s.write_repo(Path(self._folder.name) / "repo"))
         self.storage = await self._open_storage()
+        observers = self._observers()
         for workload in ("tools", "delegation"):
-            environ = {
-                "OPENAI_BASE_URL": urls[workload],
-                "OPENAI_API_KEY": s.API_KEY,
-                "MODEL_MAIN": s.MODEL,
-            }
-            self._runtimes[workload] = self._runtime(bundle, ModelRouter(environ))
-
-    def _runtime(self, bundle: Any, router: Any) -> Any:
-        from runtime.chat import ChatRuntime
-
-        return ChatRuntime(lambda: bundle, self.storage, router)
+            client = _openai_client(urls[workload])
+            self._runtimes[workload] = await self._stack.enter_async_context(
+                Runtime.open(
+                    bundle, database=self.storage, model=(client, s.MODEL), observers=observers
+                )
+            )
+            self._stack.push_async_callback(client.close)
 
     async def _open_storage(self) -> Any:
         from runtime.storage import open_storage
@@ -84,48 +83,51 @@ class Amodal:
 
         return MemoryStorage()
 
-    async def _events(self, workload: str, message: str, agent: str | None) -> list[Any]:
-        from runtime.chat import Caller, ChatRequest
+    async def _events(
+        self, workload: str, message: str, agent: str | None, session_id: str | None = None
+    ) -> list[Any]:
+        from runtime import events
 
         runtime = self._runtimes[workload]
-        turn = await runtime.start_turn(ChatRequest(message, agent), Caller(operator=True))
-        events = [event async for event in turn.events()]
-        done = events[-1]
-        if done.type != "done" or done.data["reason"] != "model_stop":
-            raise BenchError(f"amodal: the turn ended {events[-2:]!r}")
-        return events
+        streamed = [
+            event
+            async for event in runtime.stream(
+                message, agent=agent, session_id=session_id, operator=True
+            )
+        ]
+        done = streamed[-1]
+        if not isinstance(done, events.Done) or done.reason != "model_stop":
+            raise BenchError(f"amodal: the turn ended {streamed[-2:]!r}")
+        return streamed
 
     async def session_turns(self, turns: int) -> list[float]:
         """CPU ms of each of `turns` turns of one session: what a long conversation costs."""
-        from runtime.chat import Caller, ChatRequest
-
-        runtime, session_id, cpu = self._runtimes["tools"], None, []
+        session_id, cpu = None, []
         for _ in range(turns):
             start = time.process_time()
-            request = ChatRequest(s.PROMPT, session_id=session_id)
-            turn = await runtime.start_turn(request, Caller(operator=True))
-            session_id = turn.session_id
-            events = [event async for event in turn.events()]
-            if events[-1].data.get("reason") != "model_stop":
-                raise BenchError(f"amodal: the turn ended {events[-2:]!r}")
+            streamed = await self._events("tools", s.PROMPT, None, session_id)
+            session_id = streamed[0].session_id
             cpu.append((time.process_time() - start) * 1000)
         return cpu
 
     async def turn(self) -> None:
-        events = await self._events("tools", s.PROMPT, None)
-        results = [e for e in events if e.type == "tool_result" and e.data["status"] == "ok"]
+        from runtime import events
+
+        streamed = await self._events("tools", s.PROMPT, None)
+        results = [e for e in streamed if isinstance(e, events.ToolResult) and e.status == "ok"]
         if len(results) != s.TOOL_CALLS_PER_TURN:
             raise BenchError(f"amodal: {len(results)} tool results, expected 3")
 
     async def delegation(self) -> None:
-        events = await self._events("delegation", s.DELEGATION_PROMPT, s.LEAD)
-        ended = [e for e in events if e.type == "subagent_end" and e.data["status"] == "ok"]
+        from runtime import events
+
+        streamed = await self._events("delegation", s.DELEGATION_PROMPT, s.LEAD)
+        ended = [e for e in streamed if isinstance(e, events.SubagentEnd) and e.status == "ok"]
         if len(ended) != len(s.SPECIALISTS):
             raise BenchError(f"amodal: {len(ended)} specialists ended ok, expected 12")
 
     async def aclose(self) -> None:
-        for runtime in self._runtimes.values():
-            await runtime.models.aclose()
+        await self._stack.aclose()
         await self.storage.close()
         self._folder.cleanup()
 

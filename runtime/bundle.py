@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from runtime.exceptions import DefinitionWarning
 from runtime.formats import RepoConfig, StoreField
+from runtime.models import ModelSettings
 from runtime.registry import ToolInfo
 from runtime.templates import Template
 
@@ -92,6 +93,8 @@ class AgentDefinition:
     context: Template | None
     digest: str
     """A hash of the agent's own files: a session rebuilds its prompt when it changes."""
+    model_settings: ModelSettings = dataclasses.field(default_factory=ModelSettings)
+    """`modelSettings`: passed to the model on this agent's calls."""
 
     @property
     def is_default(self) -> bool:

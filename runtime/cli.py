@@ -264,12 +264,10 @@ def chat(
     as_json: bool,
 ) -> None:
     """Chat with the repo's agents: one turn with MESSAGE, else an interactive loop."""
-    from runtime.console import run_chat
-    from runtime.reload import LiveBundle
+    from runtime.terminal import run_chat
 
-    live = LiveBundle(obj.repo, obj.bundle())  # errors printed, exit 1, before anything starts
     code = run_chat(
-        live,
+        obj.bundle(),  # errors printed, exit 1, before anything starts
         message,
         agent=agent,
         context=_pairs(contexts, "--context"),
@@ -286,8 +284,7 @@ def chat(
 @click.pass_obj
 def serve(obj: _Context, host: str, port: int, no_reload: bool) -> None:
     """Serve the HTTP API (chat with SSE streaming, sessions, agents, health)."""
-    from runtime.console import run_server
-    from runtime.reload import LiveBundle
+    from runtime.server.serve import run_server
 
-    live = LiveBundle(obj.repo, obj.bundle())
-    sys.exit(run_server(live, host, port, reload=not no_reload))
+    obj.bundle()  # every error printed, exit 1, before anything starts
+    sys.exit(run_server(obj.repo, host, port, reload=not no_reload))

@@ -1,25 +1,20 @@
-"""The events a turn streams (SPEC 6.2): one shape for SSE, `amodal chat --json` and storage."""
+"""The events a turn streams (SPEC 6.2): one frozen dataclass per event type.
+
+Every event names its session and the run it belongs to (the root run or a
+specialist's), so a client can draw the delegation tree live. `to_json()` is
+the wire shape shared by SSE, `amodal chat --json` and `stream: false`; the
+`parse` function reads it back. `Event` is the union of all of them:
+
+    async for event in runtime.stream("Hello"):
+        match event:
+            case TextDelta(text=text): print(text, end="")
+            case Done(reason=reason): ...
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
-EventType = Literal[
-    "session",
-    "agent",
-    "text_delta",
-    "tool_call",
-    "tool_result",
-    "subagent_start",
-    "subagent_end",
-    "choice",
-    "confirmation_required",
-    "surface_changed",
-    "usage",
-    "error",
-    "done",
-]
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Literal
 
 DoneReason = Literal[
     "model_stop",
@@ -30,6 +25,7 @@ DoneReason = Literal[
     "cancelled",
     "error",
 ]
+ToolStatus = Literal["ok", "error", "denied", "timeout"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,20 +50,243 @@ class Usage:
             "cached": self.cached_tokens,
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Usage:
+        data = data or {}
+        return cls(data.get("input", 0), data.get("output", 0), data.get("cached", 0))
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One streamed event: `type`, the session, the run it belongs to, and its fields."""
 
-    type: EventType
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Event:
+    """What every event carries: its session and its run."""
+
+    type: ClassVar[str]
     session_id: str
     run_id: str
-    data: dict[str, Any] = field(default_factory=dict)
 
-    def as_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self) -> dict[str, Any]:
+        """The wire shape: `type`, `session_id`, `run_id`, then the event's own fields."""
+        body: dict[str, Any] = {
             "type": self.type,
             "session_id": self.session_id,
             "run_id": self.run_id,
-            **self.data,
         }
+        body.update(self._fields())
+        return body
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("session_id", "run_id")
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session(_Event):
+    """First of every turn: the agent it runs as and the bundle version serving it."""
+
+    type: ClassVar[str] = "session"
+    agent: str
+    bundle_version: str
+    created: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentChange(_Event):
+    """The session was re-rooted from one agent to another (SPEC 3)."""
+
+    type: ClassVar[str] = "agent"
+    from_agent: str
+    to_agent: str
+
+    def _fields(self) -> dict[str, Any]:
+        return {"from": self.from_agent, "to": self.to_agent}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(_Event):
+    type: ClassVar[str] = "text_delta"
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall(_Event):
+    """A tool call the model asked for; `arguments` parsed, or the raw text when not JSON."""
+
+    type: ClassVar[str] = "tool_call"
+    call_id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult(_Event):
+    """How a tool call ended: `result` when `ok`, else `error`."""
+
+    type: ClassVar[str] = "tool_result"
+    call_id: str
+    name: str
+    status: ToolStatus
+    duration_ms: int
+    result: Any = None
+    error: str | None = None
+
+    def _fields(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "call_id": self.call_id,
+            "name": self.name,
+            "status": self.status,
+            "duration_ms": self.duration_ms,
+        }
+        if self.status == "ok":
+            body["result"] = self.result
+        else:
+            body["error"] = self.error
+        return body
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentStart(_Event):
+    """A specialist run started; `run_id` is the specialist's own."""
+
+    type: ClassVar[str] = "subagent_start"
+    parent_run_id: str
+    depth: int
+    subagent: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentEnd(_Event):
+    type: ClassVar[str] = "subagent_end"
+    status: Literal["ok", "error"]
+    duration_ms: int
+    usage: Usage = field(default_factory=Usage)
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "duration_ms": self.duration_ms,
+            "usage": self.usage.as_json(),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Choice(_Event):
+    """`ask_choice`: the turn ends; the person's next message is the answer."""
+
+    type: ClassVar[str] = "choice"
+    question: str
+    options: tuple[str, ...]
+
+    def _fields(self) -> dict[str, Any]:
+        return {"question": self.question, "options": list(self.options)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfirmationRequired(_Event):
+    """A call that needs a person's approval; answer it with `confirm(session_id, call_id)`."""
+
+    type: ClassVar[str] = "confirmation_required"
+    call_id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SurfaceChanged(_Event):
+    """What the agent may use changed since the session's last turn (SPEC 4.3)."""
+
+    type: ClassVar[str] = "surface_changed"
+    agent: str
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelUsage(_Event):
+    """One model call's tokens, and the model that actually answered."""
+
+    type: ClassVar[str] = "usage"
+    model: str
+    usage: Usage
+
+    def _fields(self) -> dict[str, Any]:
+        return {"model": self.model, "usage": self.usage.as_json()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Error(_Event):
+    """The turn failed: `code` is `model_error`, `runtime_error` or `internal_error`."""
+
+    type: ClassVar[str] = "error"
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Done(_Event):
+    """Last of every turn, always: why it ended and the tokens of the whole turn."""
+
+    type: ClassVar[str] = "done"
+    reason: DoneReason
+    usage: Usage
+
+    def _fields(self) -> dict[str, Any]:
+        return {"reason": self.reason, "usage": self.usage.as_json()}
+
+
+Event = (
+    Session
+    | AgentChange
+    | TextDelta
+    | ToolCall
+    | ToolResult
+    | SubagentStart
+    | SubagentEnd
+    | Choice
+    | ConfirmationRequired
+    | SurfaceChanged
+    | ModelUsage
+    | Error
+    | Done
+)
+"""Any event a turn streams."""
+
+EVENT_TYPES: dict[str, type[_Event]] = {
+    cls.type: cls
+    for cls in (
+        Session,
+        AgentChange,
+        TextDelta,
+        ToolCall,
+        ToolResult,
+        SubagentStart,
+        SubagentEnd,
+        Choice,
+        ConfirmationRequired,
+        SurfaceChanged,
+        ModelUsage,
+        Error,
+        Done,
+    )
+}
+
+
+def parse(body: dict[str, Any]) -> Event:
+    """The typed event of a wire object (as `to_json` wrote it); `ValueError` for anything else."""
+    kind = EVENT_TYPES.get(str(body.get("type")))
+    if kind is None:
+        raise ValueError(f"unknown event type {body.get('type')!r}")
+    values = {k: v for k, v in body.items() if k != "type"}
+    if kind is AgentChange:
+        values["from_agent"] = values.pop("from", None)
+        values["to_agent"] = values.pop("to", None)
+    if "usage" in values and kind in (SubagentEnd, ModelUsage, Done):
+        values["usage"] = Usage.from_json(values["usage"])
+    if kind is Choice:
+        values["options"] = tuple(values.get("options") or ())
+    try:
+        return kind(**values)  # type: ignore[return-value]
+    except TypeError as error:
+        raise ValueError(f"not a {kind.type!r} event: {error}") from error

@@ -14,7 +14,9 @@ from typing import Literal
 ToolKind = Literal["protocol", "delegation", "skill", "knowledge", "store", "file", "custom"]
 StoreOp = Literal["get", "query", "put", "delete"]
 
-PROTOCOL_TOOLS = ("stop_execution", "ask_choice")
+STOP_EXECUTION = "stop_execution"
+ASK_CHOICE = "ask_choice"
+PROTOCOL_TOOLS = (STOP_EXECUTION, ASK_CHOICE)
 CALL_SUBAGENT = "call_subagent"
 LOAD_SKILL = "load_skill"
 LOAD_KNOWLEDGE = "load_knowledge"

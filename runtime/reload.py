@@ -27,6 +27,10 @@ class LiveBundle:
         self._environ = environ
         self._lock = threading.Lock()
         self.errors: tuple[DefinitionError, ...] = ()
+        self.failed_reloads = 0
+        """How many reloads failed since start (for `/metrics`)."""
+        self.on_reload: Callable[[bool], None] | None = None
+        """Hears whether each reload put a good bundle in place."""
 
     @classmethod
     def load(cls, root: Path, environ: Mapping[str, str] | None = None) -> LiveBundle:
@@ -43,6 +47,14 @@ class LiveBundle:
 
     def reload(self) -> bool:
         """Reload the repo; True when a good bundle is in place. Turns in flight keep theirs."""
+        ok = self._reload()
+        if not ok:
+            self.failed_reloads += 1
+        if self.on_reload is not None:
+            self.on_reload(ok)
+        return ok
+
+    def _reload(self) -> bool:
         with self._lock:
             try:
                 result = load_repo(self.root, environ=self._environ or os.environ)
@@ -112,10 +124,8 @@ async def watch(
     *,
     ignore: Path | None = None,
     debounce_ms: int = 50,
-    on_reload: Callable[[bool], None] | None = None,
 ) -> None:
-    """Reload `live` on every change of the repo's definition files, until cancelled;
-    `on_reload` hears whether each reload put a good bundle in place."""
+    """Reload `live` on every change of the repo's definition files, until cancelled."""
     # Watch the resolved root: the watcher reports paths under the path it was given, and
     # one given as `../repo` or through a symlink would never match the filter's root.
     root = live.root.resolve()
@@ -138,7 +148,5 @@ async def watch(
             step=10,
             stop_event=stop,
         ):
-            ok = await anyio.to_thread.run_sync(live.reload)
-            if on_reload is not None:
-                on_reload(ok)
+            await anyio.to_thread.run_sync(live.reload)
         group.cancel_scope.cancel()

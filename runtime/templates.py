@@ -22,17 +22,13 @@ from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from runtime.exceptions import AmodalError
+from runtime.exceptions import TemplateRenderError
 
 logger = logging.getLogger("amodal")
 
 CONTEXT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 SCOPE_LARGE_CHARS = 100_000
 _SYNTAX = ("{{", "{%", "{#")
-
-
-class TemplateRenderError(AmodalError):
-    """A template failed while rendering (for example it tried to reach Python internals)."""
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):

@@ -1,44 +1,36 @@
 """The HTTP API (SPEC 14): chats streamed as SSE, sessions, agents, surfaces, health.
 
-A thin layer over ChatRuntime: it authenticates, validates bodies strictly,
-maps runtime errors to status codes, and streams the turn's events. Errors are
-always `{"error": {"code", "message"}}`.
+A thin layer over `Runtime`: it authenticates, validates bodies strictly, maps
+the runtime's refusals to status codes, and streams the turn's events. Errors
+are always `{"error": {"code", "message"}}`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from collections.abc import AsyncIterator, Awaitable
+from typing import Annotated, Any, TypeVar
 
-import anyio
 from fastapi import FastAPI, Header, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from runtime.api import ChatResult, Runtime
 from runtime.bundle import Bundle
-from runtime.chat import (
-    Caller,
-    ChatRequest,
-    ChatRuntime,
-    ConfirmationNotFoundError,
-    SessionBusyError,
-    SessionNotFoundError,
-    Turn,
-)
+from runtime.caller import ChatRequest
 from runtime.events import Event
-from runtime.exceptions import AmodalError, RootForbiddenError, UnknownAgentError
+from runtime.exceptions import AmodalError, RequestError, UnknownAgentError
 from runtime.inspection import inspect_agent
-from runtime.reload import LiveBundle
-from runtime.server.auth import Authenticator, AuthError
-from runtime.server.stores import add_store_routes
+from runtime.server.auth import Authenticator
+from runtime.server.errors import ApiError, error_response, install_error_handlers
+from runtime.server.store_routes import add_store_routes
 from runtime.storage import RunRecord
+from runtime.turn import Turn
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+T = TypeVar("T")
 
 
 class _Body(BaseModel):
@@ -59,53 +51,24 @@ class ConfirmationBody(_Body):
     stream: bool = True
 
 
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-
-
-def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> FastAPI:
-    """The ASGI app serving `runtime` over the bundles of `live`."""
+def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
+    """The ASGI app serving `runtime`."""
+    live, chats = runtime.live, runtime.chats
     app = FastAPI(title="amodal", version="0.1.0")
     app.add_middleware(_BodyLimit, limit=lambda: live().config.limits.max_request_bytes)
-
-    @app.exception_handler(ApiError)
-    async def _api_error(request: Request, error: ApiError) -> JSONResponse:
-        return error_response(error.status, error.code, error.message)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        # Routing's own refusals (no such route, wrong method) in the same error shape.
-        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
-        return error_response(error.status_code, code, str(error.detail))
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(_problem(e) for e in error.errors())
-        return error_response(422, "invalid_request", problems)
-
-    def caller(authorization: str | None) -> Caller:
-        try:
-            return auth.caller(authorization)
-        except AuthError as error:
-            raise ApiError(401, "unauthorized", str(error)) from error
+    install_error_handlers(app)
 
     @app.post("/chat")
     async def chat(
         body: ChatBody, authorization: Annotated[str | None, Header()] = None
     ) -> Response:
-        who = caller(authorization)
+        who = auth.caller(authorization)
         if body.session_id is not None:
             _check_session_id(body.session_id)
         request = ChatRequest(
             body.message, body.agent, body.context, body.session_id, body.autonomous
         )
-        turn = await _start(runtime.start_turn(request, who))
+        turn = await _start(chats.start_turn(request, who))
         return await _respond(turn, body.stream)
 
     @app.post("/sessions/{session_id}/confirmations/{call_id}")
@@ -115,18 +78,18 @@ def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> F
         body: ConfirmationBody,
         authorization: Annotated[str | None, Header()] = None,
     ) -> Response:
-        who = caller(authorization)
+        who = auth.caller(authorization)
         _check_session_id(session_id)
-        turn = await _start(runtime.start_confirmation(session_id, call_id, body.approve, who))
+        turn = await _start(chats.start_confirmation(session_id, call_id, body.approve, who))
         return await _respond(turn, body.stream)
 
     @app.get("/sessions/{session_id}")
     async def get_session(
         session_id: str, authorization: Annotated[str | None, Header()] = None
     ) -> dict[str, Any]:
-        who = caller(authorization)
+        who = auth.caller(authorization)
         _check_session_id(session_id)
-        session, events = await _start(runtime.get_session(session_id, who))
+        session, events = await _start(chats.get_session(session_id, who))
         return {
             "id": session.id,
             "agent": session.root_agent,
@@ -152,24 +115,24 @@ def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> F
     async def get_runs(
         session_id: str, authorization: Annotated[str | None, Header()] = None
     ) -> dict[str, Any]:
-        who = caller(authorization)
+        who = auth.caller(authorization)
         _check_session_id(session_id)
-        return run_tree(await _start(runtime.get_runs(session_id, who)))
+        return run_tree(await _start(chats.get_runs(session_id, who)))
 
     @app.delete("/sessions/{session_id}", status_code=204)
     async def delete_session(
         session_id: str, authorization: Annotated[str | None, Header()] = None
     ) -> Response:
-        who = caller(authorization)
+        who = auth.caller(authorization)
         _check_session_id(session_id)
-        await _start(runtime.delete_session(session_id, who))
+        await _start(chats.delete_session(session_id, who))
         return Response(status_code=204)
 
     @app.get("/agents")
     async def agents(
         role: str | None = None, authorization: Annotated[str | None, Header()] = None
     ) -> list[dict[str, Any]]:
-        caller(authorization)
+        auth.caller(authorization)
         bundle = live()
         wanted = role.lower() if role else None
         return [
@@ -180,17 +143,17 @@ def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> F
 
     @app.get("/agents/{name}")
     async def agent(name: str, authorization: Annotated[str | None, Header()] = None) -> Any:
-        caller(authorization)
+        auth.caller(authorization)
         bundle = live()
         if name not in bundle.agents:
-            raise _unknown_agent(UnknownAgentError(name, list(bundle.agents)))
+            raise UnknownAgentError(name, list(bundle.agents))
         return _agent_json(bundle, name)
 
     @app.get("/agents/{name}/surface")
     async def surface(
         name: str, request: Request, authorization: Annotated[str | None, Header()] = None
     ) -> Any:
-        who = caller(authorization)
+        who = auth.caller(authorization)
         params = request.query_params
         context = {
             k.removeprefix("context."): v for k, v in params.items() if k.startswith("context.")
@@ -200,17 +163,14 @@ def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> F
         if asked and not who.operator:
             raise ApiError(403, "forbidden", "only an operator may pass claim.K=V")
         claims.update(asked)
-        try:
-            return inspect_agent(live(), name, claims, context)
-        except UnknownAgentError as error:
-            raise _unknown_agent(error) from error
+        return inspect_agent(live(), name, claims, context)
 
     @app.post("/admin/reload")
     async def reload(authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
         """Reload the repo now (e.g. after `git pull` without a file watcher); operators only."""
-        if not caller(authorization).operator:
+        if not auth.caller(authorization).operator:
             raise ApiError(403, "forbidden", "only an operator may reload the repo")
-        ok = await anyio.to_thread.run_sync(live.reload)
+        ok = await runtime.reload()
         return {"reloaded": ok, "bundle_version": live().version, "reload_error": live.reload_error}
 
     @app.get("/health")
@@ -221,34 +181,14 @@ def create_app(live: LiveBundle, runtime: ChatRuntime, auth: Authenticator) -> F
     return app
 
 
-async def _start(starting: Any) -> Any:
-    """Await a runtime call, mapping its refusals to HTTP errors."""
+async def _start(starting: Awaitable[T]) -> T:
+    """Await a runtime call; a refusal becomes its HTTP answer, any other error a 500."""
     try:
         return await starting
-    except UnknownAgentError as error:
-        raise _unknown_agent(error) from error
-    except RootForbiddenError as error:
-        raise ApiError(403, "forbidden", str(error)) from error
-    except SessionNotFoundError as error:
-        raise ApiError(404, "unknown_session", str(error)) from error
-    except ConfirmationNotFoundError as error:
-        raise ApiError(404, "unknown_confirmation", str(error)) from error
-    except SessionBusyError as error:
-        raise ApiError(409, "session_busy", str(error)) from error
+    except RequestError:
+        raise
     except AmodalError as error:
         raise ApiError(500, "runtime_error", str(error)) from error
-
-
-def _problem(error: Any) -> str:
-    if error["type"] == "json_invalid":  # its loc is ("body", character offset)
-        reason = error.get("ctx", {}).get("error", "invalid JSON")
-        return f"body: not valid JSON at character {error['loc'][-1]}: {reason}"
-    where = ".".join(str(part) for part in error["loc"] if part != "body") or "body"
-    return f"{where}: {error['msg']}"
-
-
-def _unknown_agent(error: UnknownAgentError) -> ApiError:
-    return ApiError(404, "unknown_agent", str(error))
 
 
 def _check_session_id(session_id: str) -> None:
@@ -261,30 +201,31 @@ def _check_session_id(session_id: str) -> None:
 async def _respond(turn: Turn, stream: bool) -> Response:
     if stream:
         return StreamingResponse(
-            _sse(turn.events()),
+            _sse(turn),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-    events = [event async for event in turn.events()]
-    done = events[-1].data if events and events[-1].type == "done" else {}
+    result = ChatResult.of([event async for event in turn.events()])
     return JSONResponse(
         {
-            "session_id": turn.session_id,
-            "agent": turn.agent,
-            "reply": "".join(
-                e.data["text"] for e in events if e.type == "text_delta" and e.run_id == turn.run_id
-            ),
-            "events": [e.as_json() for e in events],
-            "usage": done.get("usage"),
-            "done_reason": done.get("reason"),
+            "session_id": result.session_id,
+            "agent": result.agent,
+            "reply": result.text,
+            "events": [e.to_json() for e in result.events],
+            "usage": result.usage.as_json(),
+            "done_reason": result.reason,
         }
     )
 
 
-async def _sse(events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
-    async for event in events:
-        data = json.dumps(event.as_json(), ensure_ascii=False, separators=(",", ":"))
-        yield f"event: {event.type}\ndata: {data}\n\n".encode()
+async def _sse(turn: Turn) -> AsyncIterator[bytes]:
+    async for event in turn.events():
+        yield _frame(event)
+
+
+def _frame(event: Event) -> bytes:
+    data = json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
+    return f"event: {event.type}\ndata: {data}\n\n".encode()
 
 
 def run_tree(runs: list[RunRecord]) -> dict[str, Any]:
@@ -371,4 +312,4 @@ class _BodyLimit:
         await self.app(scope, replay, send)
 
 
-__all__ = ["create_app", "error_response"]
+__all__ = ["create_app", "error_response", "run_tree"]

@@ -12,20 +12,17 @@ refuses to listen anywhere but loopback.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 from collections.abc import Mapping
 
 import jwt
 
-from runtime.chat import Caller
-from runtime.exceptions import AmodalError
+from runtime.caller import Caller
+from runtime.exceptions import AuthError, ConfigurationError
 from runtime.formats import Auth
 
 OPERATOR_TOKEN_ENV = "AMODAL_OPERATOR_TOKEN"
-
-
-class AuthError(AmodalError):
-    """Missing or invalid credentials (HTTP 401); the message never echoes a token."""
 
 
 class Authenticator:
@@ -82,3 +79,18 @@ def _bearer(authorization: str | None) -> str:
     if scheme.lower() != "bearer" or not token.strip():
         raise AuthError("missing credentials: send Authorization: Bearer <token>")
     return token.strip()
+
+
+def check_binding(host: str, auth: Authenticator) -> None:
+    """Refuse to listen beyond loopback when no credential is required."""
+    if auth.configured:
+        return
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigurationError(
+            f"refusing to listen on {host} without authentication: every caller would be the "
+            "operator. Set AMODAL_OPERATOR_TOKEN or `auth` in amodal.json, or bind to 127.0.0.1."
+        )

@@ -11,13 +11,7 @@ Storage knows nothing about prompts, agents, entity schemas or the turn loop: it
 keeps records and JSON payloads (`data`, `state`, `usage`, `metadata`, documents)
 exactly as given. Proposals (`propose_source_change`) are session events.
 
-Errors, all `StorageError` (an `AmodalError`):
-
-StorageError              the database failed (locked past the busy timeout, disk, ...)
- ├── UnsupportedDatabaseError   a URL this build cannot open (postgresql:// without the extra)
- ├── StorageClosedError         an operation after `close()`
- ├── RecordNotFoundError        a write that names a session or run that does not exist
- └── RecordExistsError          a create whose key is taken (session, run, pending call)
+Errors are the `StorageError` family of `runtime.exceptions` (re-exported here).
 
 Invalid arguments (a naive datetime, an unknown run status, data that is not
 JSON) raise `ValueError`/`TypeError` before anything is written.
@@ -33,7 +27,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from runtime.exceptions import AmodalError
+from runtime.exceptions import (
+    RecordExistsError,
+    RecordNotFoundError,
+    StorageClosedError,
+    StorageError,
+    UnsupportedDatabaseError,
+)
 
 JSONObject = dict[str, Any]
 """A JSON object as Python values: str keys; str, int, float, bool, None, list, dict values."""
@@ -49,39 +49,6 @@ MAX_QUERY_LIMIT = 100
 
 FilterValue = str | int | float | bool | None
 """What a query filter compares a top-level field with (null: the field is null or absent)."""
-
-
-# --- errors -----------------------------------------------------------------
-
-
-class StorageError(AmodalError):
-    """The database failed an operation; the message names the database and the cause."""
-
-
-class UnsupportedDatabaseError(StorageError):
-    """`open_storage` was given a URL this installation cannot open."""
-
-
-class StorageClosedError(StorageError):
-    """An operation on a storage after its `close()`."""
-
-
-class RecordNotFoundError(StorageError):
-    """A write named a record that does not exist (`kind` is "session" or "run")."""
-
-    def __init__(self, kind: str, key: str) -> None:
-        self.kind = kind
-        self.key = key
-        super().__init__(f"no {kind} with id {key!r}; create it first")
-
-
-class RecordExistsError(StorageError):
-    """A create named a key that is already taken."""
-
-    def __init__(self, kind: str, key: str) -> None:
-        self.kind = kind
-        self.key = key
-        super().__init__(f"a {kind} with id {key!r} already exists; ids must be unique")
 
 
 # --- records ----------------------------------------------------------------

@@ -15,14 +15,11 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from runtime.bundle import Bundle
+from runtime.exceptions import ToolError
 from runtime.surface import Surface, SurfaceContext
 
 DEFAULT_RESULT_LIMIT = 20_000
 BUDGET_NOTICE_FROM = 0.65
-
-
-class ToolError(Exception):
-    """A tool's refusal: its message is the whole result the model reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +32,8 @@ class ToolContext:
     session_id: str
     run_id: str
     agent: str
+    call_id: str = ""
+    """The tool call being answered (set per call by the loop)."""
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
@@ -85,6 +84,9 @@ def encode_result(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> str:
     keep = limit // 2
     cut = len(text) - 2 * keep
     return f"{text[:keep]}\n[... {cut} characters cut ...]\n{text[-keep:]}"
+
+
+__all__ = ["Handler", "Tool", "ToolContext", "ToolError", "encode_result", "with_budget"]
 
 
 def with_budget(result: Any, used: int, limit: int) -> Any:

@@ -10,17 +10,14 @@ import logging
 from typing import Any
 
 from runtime.bundle import Bundle, CustomTool
-from runtime.registry import FILE_TOOLS, LOAD_KNOWLEDGE, LOAD_SKILL
+from runtime.registry import ASK_CHOICE, FILE_TOOLS, LOAD_KNOWLEDGE, LOAD_SKILL, STOP_EXECUTION
 from runtime.storage import Storage
 from runtime.surface import Surface
 from runtime.tools import Tool, ToolContext
 from runtime.tools.files import Propose, file_tools
-from runtime.tools.stores import store_tools
+from runtime.tools.store_tools import store_tools
 
 logger = logging.getLogger("amodal")
-
-STOP_EXECUTION = "stop_execution"
-ASK_CHOICE = "ask_choice"
 
 
 async def _signal(arguments: dict[str, Any], context: ToolContext) -> Any:

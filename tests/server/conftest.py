@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -15,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime.reload import LiveBundle
-from runtime.server import Server, close_server, open_server
+from runtime.api import Runtime
+from runtime.server import Authenticator, create_app
 
 
 @pytest.fixture
@@ -36,8 +37,8 @@ def parse_sse(text: str) -> list[dict[str, Any]]:
 
 
 class Api:
-    def __init__(self, server: Server, client: httpx.AsyncClient) -> None:
-        self.server = server
+    def __init__(self, runtime: Runtime, client: httpx.AsyncClient) -> None:
+        self.runtime = runtime
         self.client = client
 
     async def chat(self, **body: Any) -> list[dict[str, Any]]:
@@ -51,24 +52,23 @@ class Api:
 async def api_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Callable[..., Any]]:
-    opened: list[tuple[Server, httpx.AsyncClient]] = []
     monkeypatch.setenv("AMODAL_DATA_DIR", str(tmp_path / "data"))
+    async with contextlib.AsyncExitStack() as stack:
 
-    async def make(root: Path, environ: Mapping[str, str] | None = None) -> Api:
-        for key, value in (environ or {}).items():
-            monkeypatch.setenv(key, value)
-        # The live process environment: fixtures like scripted_model may set it later.
-        server = await open_server(LiveBundle.load(root))
-        client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=server.app), base_url="http://amodal.test"
-        )
-        opened.append((server, client))
-        return Api(server, client)
+        async def make(root: Path, environ: Mapping[str, str] | None = None) -> Api:
+            for key, value in (environ or {}).items():
+                monkeypatch.setenv(key, value)
+            # The live process environment: fixtures like scripted_model may set it later.
+            runtime = await stack.enter_async_context(Runtime.open(root))
+            app = create_app(runtime, Authenticator(runtime.bundle.config.auth, os.environ))
+            client = await stack.enter_async_context(
+                httpx.AsyncClient(
+                    transport=httpx.ASGITransport(app=app), base_url="http://amodal.test"
+                )
+            )
+            return Api(runtime, client)
 
-    yield make
-    for server, client in opened:
-        await client.aclose()
-        await close_server(server)
+        yield make
 
 
 @pytest.fixture

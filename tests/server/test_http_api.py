@@ -141,7 +141,7 @@ async def test_surface_route_shows_the_resolved_surface(
 async def test_health_reports_the_bundle_version(api: Api) -> None:
     body = (await api.client.get("/health")).json()
     assert body["status"] == "ok" and body["reload_error"] is None
-    assert body["bundle_version"] == api.server.live().version
+    assert body["bundle_version"] == api.runtime.live().version
 
 
 async def test_openapi_document_is_served(api: Api) -> None:

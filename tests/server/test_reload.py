@@ -500,7 +500,7 @@ async def test_a_turn_in_flight_finishes_on_the_bundle_it_started_with(
 ) -> None:
     root = make_repo(ECHO_TOOL)
     api: Api = await api_for(root)
-    live = api.server.live
+    live = api.runtime.live
     old = live().version
     arrived, swapped = threading.Event(), threading.Event()
     steps: list[Step] = [tool_call("echo", {"n": 1}, id="call_1"), reply("done")]
@@ -556,7 +556,7 @@ async def test_a_session_whose_root_was_removed_re_roots_with_the_handoff_note(
     session_id = first[0]["session_id"]
 
     shutil.rmtree(root / "agents/writer")
-    assert await anyio.to_thread.run_sync(api.server.live.reload) is True
+    assert await anyio.to_thread.run_sync(api.runtime.live.reload) is True
     assert (await api.client.get("/agents/writer")).status_code == 404
     scripted_model.reply("default here")
     second = await api.chat(message="still there?", session_id=session_id)
@@ -579,7 +579,7 @@ async def test_a_reload_rebuilds_a_sessions_prompt_only_when_its_agent_changed(
 ) -> None:
     root = make_repo()
     api: Api = await api_for(root)
-    live = api.server.live
+    live = api.runtime.live
     scripted_model.respond(lambda request: "ok")
     session_id = (await api.chat(message="one"))[0]["session_id"]
 

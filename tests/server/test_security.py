@@ -309,13 +309,13 @@ async def test_claim_query_parameters_are_operator_only(secure: Api) -> None:
 
 
 async def test_only_the_operator_may_reload_the_repo(secure: Api) -> None:
-    before = secure.server.live().version
-    (secure.server.live.root / "agents/default/AGENT.md").write_text("You help, briefly.\n")
+    before = secure.runtime.live().version
+    (secure.runtime.live.root / "agents/default/AGENT.md").write_text("You help, briefly.\n")
     assert_error(await secure.client.post("/admin/reload"), 401, "unauthorized")
     for token in (ALICE_KEY, mint()):
         response = await secure.client.post("/admin/reload", headers=bearer(token))
         assert_error(response, 403, "forbidden")
-    assert secure.server.live().version == before
+    assert secure.runtime.live().version == before
     response = await secure.client.post("/admin/reload", headers=bearer(OPERATOR_TOKEN))
     assert response.status_code == 200 and response.json()["reloaded"] is True
     assert response.json()["bundle_version"] != before

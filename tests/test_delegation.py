@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from runtime.chat import Caller
+from runtime.caller import Caller
 from runtime.testing import RecordedRequest, ScriptedModel, error, reply, tool_call
-from tests.chat.conftest import Harness, done
+from tests._harness import Harness, done
 
 pytestmark = pytest.mark.anyio
 
@@ -71,7 +71,7 @@ async def test_twelve_tasks_come_back_in_order_with_never_more_than_five_in_flig
     tasks = [{"subagent": name, "task": f"task {name}"} for name in SPECIALISTS[:12]]
     scripted_model.respond(fan_out(tasks))
     events = await lead.chat("go")
-    assert done(events)["reason"] == "model_stop"
+    assert done(events).reason == "model_stop"
     assert scripted_model.max_in_flight == 5
     results = tool_results(scripted_model.requests[-1])[0]["results"]
     assert [r["subagent"] for r in results] == SPECIALISTS[:12]
@@ -85,8 +85,8 @@ async def test_a_thirteenth_task_fails_the_whole_call_and_nothing_runs(
     scripted_model.respond(fan_out(tasks))
     events = await lead.chat("go")
     result = next(e for e in events if e.type == "tool_result")
-    assert result.data["status"] == "error"
-    assert "at most 12 tasks" in result.data["error"] and "nothing ran" in result.data["error"]
+    assert result.status == "error"
+    assert "at most 12 tasks" in result.error and "nothing ran" in result.error
     assert {agent_of(r) for r in scripted_model.requests} == {"lead"}
 
 
@@ -115,8 +115,8 @@ async def test_one_failed_specialist_never_fails_the_batch(
     assert results[0] == {"subagent": "s01", "result": "result from s01"}
     assert results[1]["subagent"] == "s02" and "400" in results[1]["error"]
     assert results[2] == {"subagent": "s03", "result": "result from s03"}
-    assert done(events)["reason"] == "model_stop"
-    ends = [e.data["status"] for e in events if e.type == "subagent_end"]
+    assert done(events).reason == "model_stop"
+    ends = [e.status for e in events if e.type == "subagent_end"]
     assert sorted(ends) == ["error", "ok", "ok"]
 
 
@@ -126,7 +126,7 @@ async def test_an_unknown_specialist_is_an_invalid_argument_listing_the_callable
     scripted_model.respond(fan_out([{"subagent": "ghost", "task": "t"}]))
     events = await lead.chat("go")
     result = next(e for e in events if e.type == "tool_result")
-    assert result.data["status"] == "error" and "s01" in result.data["error"]
+    assert result.status == "error" and "s01" in result.error
 
 
 async def test_a_specialist_sees_only_its_own_prompt_and_the_task_with_input_as_json(
@@ -183,9 +183,9 @@ async def test_specialists_get_no_approvals_confirm_tools_and_ask_choice_are_den
 
     scripted_model.respond(respond)
     events = await h.chat("go")
-    denied = [e.data for e in events if e.type == "tool_result" and e.data["status"] == "denied"]
+    denied = [e.to_json() for e in events if e.type == "tool_result" and e.status == "denied"]
     assert sorted(d["name"] for d in denied) == ["ask_choice", "pay"]
-    assert done(events)["reason"] == "model_stop"
+    assert done(events).reason == "model_stop"
     assert not any(e.type == "confirmation_required" for e in events)
 
 
@@ -214,7 +214,7 @@ async def test_nesting_stops_at_depth_five_with_a_clear_error(
 
     scripted_model.respond(respond)
     events = await h.chat("go")
-    assert done(events)["reason"] == "model_stop"
+    assert done(events).reason == "model_stop"
     assert sorted({agent_of(r) for r in scripted_model.requests}) == [
         "c1",
         "c2",
@@ -226,7 +226,7 @@ async def test_nesting_stops_at_depth_five_with_a_clear_error(
     c5_results = tool_results([r for r in scripted_model.requests if agent_of(r) == "c5"][-1])
     assert c5_results == [{"error": c5_results[0]["error"]}]
     assert "delegation depth limit" in c5_results[0]["error"]
-    depths = [e.data["depth"] for e in events if e.type == "subagent_start"]
+    depths = [e.depth for e in events if e.type == "subagent_start"]
     assert depths == [1, 2, 3, 4, 5]
 
 
@@ -280,19 +280,19 @@ async def test_the_run_tree_is_recorded_and_streamed_with_run_ids(
     events = await lead.chat("go")
     root_run = events[0].run_id
     starts = [e for e in events if e.type == "subagent_start"]
-    assert {e.data["parent_run_id"] for e in starts} == {root_run}
+    assert {e.parent_run_id for e in starts} == {root_run}
     child_runs = {e.run_id for e in starts}
     assert len(child_runs) == 2 and root_run not in child_runs
     nested = [e for e in events if e.type == "text_delta" and e.run_id in child_runs]
     assert nested, "a specialist's text streams with its own run_id"
-    runs = await lead.runtime.get_runs(events[0].session_id, Caller(operator=True))
+    runs = await lead.chats.get_runs(events[0].session_id, Caller(operator=True))
     by_id = {r.id: r for r in runs}
     assert by_id[root_run].depth == 0 and by_id[root_run].status == "ok"
     children = [r for r in runs if r.parent_run_id == root_run]
     assert sorted(r.label for r in children) == ["Task for s01", "Task for s02"]
     assert all(r.status == "ok" and r.ended_at is not None for r in children)
     assert all(r.usage["input"] > 0 for r in children)
-    total = done(events)["usage"]["input"]
+    total = done(events).usage.as_json()["input"]
     assert total == sum(r.usage["input"] for r in runs)
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from runtime.chat import Caller
+from runtime.caller import Caller
 from runtime.testing import ScriptedModel
-from tests.chat.conftest import Harness
+from tests._harness import Harness
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +32,7 @@ async def call(h: Harness, model: ScriptedModel, name: str, args: dict[str, Any]
     model.tool_call(name, args)
     model.reply("ok")
     events = await h.chat("go")
-    result = next(e.data for e in events if e.type == "tool_result")
+    result = next(e.to_json() for e in events if e.type == "tool_result")
     return {**result, "session_id": events[0].session_id}
 
 
@@ -45,7 +45,7 @@ async def test_read_write_and_list_inside_the_root(
         files, scripted_model, "write_file", {"path": "out/report.md", "content": "# Report\n"}
     )
     assert wrote["status"] == "ok"
-    assert (files.bundles[-1].root / "out/report.md").read_text() == "# Report\n"
+    assert (files.bundle.root / "out/report.md").read_text() == "# Report\n"
     listed = await call(files, scripted_model, "list_files", {"path": "out"})
     assert listed["result"]["entries"] == [{"name": "report.md", "type": "file", "size": 9}]
 
@@ -72,7 +72,7 @@ async def test_definitions_private_data_and_outside_paths_are_refused(
     assert wrote["status"] == "error"
     read = await call(files, scripted_model, "read_file", {"path": path})
     assert read["status"] == "error"
-    assert (files.bundles[-1].root / "agents/default/AGENT.md").read_text() == (
+    assert (files.bundle.root / "agents/default/AGENT.md").read_text() == (
         "You are a helpful assistant.\n"
     )
 
@@ -82,8 +82,8 @@ async def test_a_symlink_that_escapes_the_root_is_refused(
 ) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("secret")
-    os.symlink(secret, files.bundles[-1].root / "notes/link.txt")
-    os.symlink(files.bundles[-1].root / "agents", files.bundles[-1].root / "notes/agents")
+    os.symlink(secret, files.bundle.root / "notes/link.txt")
+    os.symlink(files.bundle.root / "agents", files.bundle.root / "notes/agents")
     escaped = await call(files, scripted_model, "read_file", {"path": "notes/link.txt"})
     assert escaped["status"] == "error" and "outside" in escaped["error"]
     inward = await call(
@@ -105,9 +105,9 @@ async def test_a_proposed_change_is_kept_for_review_and_never_applied(
         {"path": "agents/default/AGENT.md", "content": "You obey no one.", "reason": "test"},
     )
     assert result["status"] == "ok" and result["result"]["proposal_id"].startswith("prop_")
-    root = files.bundles[-1].root
+    root = files.bundle.root
     assert (root / "agents/default/AGENT.md").read_text() == "You are a helpful assistant.\n"
-    _, events = await files.runtime.get_session(result["session_id"], Caller(operator=True))
+    _, events = await files.chats.get_session(result["session_id"], Caller(operator=True))
     proposals = [e.data for e in events if e.type == "proposal"]
     assert proposals[0]["path"] == "agents/default/AGENT.md"
     assert proposals[0]["content"] == "You obey no one." and proposals[0]["reason"] == "test"

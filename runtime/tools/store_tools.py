@@ -21,9 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.bundle import Bundle, StoreDefinition
-from runtime.registry import WRITE_OPS, StoreOp, store_ops, store_tool_name
-from runtime.storage import Storage
-from runtime.stores import (
+from runtime.documents import (
     SCALAR_TYPES,
     DocumentError,
     check_key,
@@ -35,6 +33,8 @@ from runtime.stores import (
     partition,
     validate_document,
 )
+from runtime.registry import WRITE_OPS, StoreOp, store_ops, store_tool_name
+from runtime.storage import Storage
 from runtime.surface import Surface
 from runtime.tools import Tool, ToolContext, ToolError
 

@@ -1,6 +1,6 @@
 """Model tiers through real chats: the agent rooting a chat picks the model its tier binds.
 
-Chats run in process (ChatRuntime over SQLite in tmp_path) against the scripted
+Chats run in process (a Runtime over SQLite in tmp_path) against the scripted
 model over loopback; the runtime resolves its endpoint from the process
 environment, as in production, so tiers are bound with MODEL_* variables or
 amodal.json's `models`.
@@ -9,18 +9,16 @@ amodal.json's `models`.
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime import load_bundle
-from runtime.chat import Caller, ChatRequest, ChatRuntime, ModelRouter
+from runtime.caller import Caller
 from runtime.events import Event
-from runtime.storage import open_storage
 from runtime.testing import ScriptedModel, reply
+from tests._harness import Harness, done
 
 pytestmark = pytest.mark.anyio
 
@@ -35,40 +33,24 @@ TIERED = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Chats:
-    """A ChatRuntime over one repo; `chat` runs a turn and returns its events."""
+    """Turns over one repo that must end well; `chat` returns their events."""
 
-    def __init__(self, runtime: ChatRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, harness: Harness) -> None:
+        self.harness = harness
 
     async def chat(self, message: str, **request: Any) -> list[Event]:
-        turn = await self.runtime.start_turn(ChatRequest(message, **request), Caller(operator=True))
-        events = [event async for event in turn.events()]
-        assert events[-1].type == "done" and events[-1].data["reason"] == "model_stop", events
+        events = await self.harness.chat(message, **request)
+        assert done(events).reason == "model_stop", events
         return events
 
 
 @pytest.fixture
-async def chats_for(tmp_path: Path) -> AsyncIterator[Callable[[Path], Any]]:
-    opened: list[ChatRuntime] = []
-
+def chats_for(harness_for: Callable[..., Any]) -> Callable[[Path], Any]:
     async def make(root: Path) -> Chats:
-        bundle = load_bundle(root)
-        storage = await open_storage(tmp_path / "amodal.db")
-        # os.environ itself: the endpoint is resolved from the live environment per turn.
-        runtime = ChatRuntime(lambda: bundle, storage, ModelRouter(os.environ))
-        opened.append(runtime)
-        return Chats(runtime)
+        return Chats(await harness_for(root))
 
-    yield make
-    for runtime in opened:
-        await runtime.models.aclose()
-        await runtime.storage.close()
+    return make
 
 
 @pytest.fixture
@@ -83,7 +65,7 @@ def tiers_bound(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def usage_models(events: list[Event]) -> list[str]:
-    return [event.data["model"] for event in events if event.type == "usage"]
+    return [event.model for event in events if event.type == "usage"]
 
 
 @pytest.mark.usefixtures("tiers_bound")
@@ -159,7 +141,7 @@ async def test_the_usage_event_names_the_model_that_answered(
     assert scripted_model.requests[0].model == "small-model"
     assert usage_models(events) == ["small-model-2025-06-01"]
     session = events[0].session_id
-    _, stored = await chats.runtime.get_session(session, Caller(operator=True))
+    _, stored = await chats.harness.chats.get_session(session, Caller(operator=True))
     assistant = [event.data["model"] for event in stored if event.type == "assistant"]
     assert assistant == ["small-model-2025-06-01"]
 

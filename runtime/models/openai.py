@@ -1,12 +1,10 @@
-"""The model client (SPEC 8): which endpoint a call goes to, and the streaming call itself.
+"""`OpenAIModel`: any OpenAI-compatible Chat Completions endpoint, through the `openai` SDK.
 
-`resolve_endpoint` turns amodal.json's `models` plus the environment into a
-`ModelEndpoint` (or None: nothing configured, the caller starts the offline
-model). `ModelClient` streams one Chat Completions call through the `openai`
-SDK's async client: text deltas as they arrive, then one `ModelReply` with the
-assembled tool calls, the usage and the model that actually answered.
-Provider failures are retried with bounded exponential backoff, then raised as
-`ModelError`, which names the model and the endpoint and never the API key.
+It streams one call through the SDK's async client: text deltas as they arrive,
+then one `ModelReply` with the assembled tool calls, the usage and the model
+that actually answered. Provider failures are retried with bounded exponential
+backoff, then raised as `ModelError`, which names the model and the endpoint and
+never the API key.
 """
 
 from __future__ import annotations
@@ -14,199 +12,26 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, cast
-from urllib.parse import urlsplit
 
 import anyio
 import httpx2
 import openai
 
-from runtime.bundle import ModelTier
 from runtime.events import Usage
-from runtime.exceptions import AmodalError
-from runtime.formats import ModelBinding, RepoConfig
+from runtime.exceptions import ModelError
+from runtime.models import Message, ModelReply, ModelSettings, ToolCall, ToolSchema
+from runtime.models.endpoints import ModelEndpoint, accepts_prompt_cache_key, display_url
 
 logger = logging.getLogger("amodal")
-
-OPENAI_BASE_URL = "https://api.openai.com/v1"
-"""Where a key without a base URL goes: OpenAI's own API."""
 
 # The SDK refuses an empty key; local servers ignore whatever is sent.
 _NO_KEY = "amodal-no-key"
 _MAX_BACKOFF = 30.0
 _MAX_REASON = 300
-
-
-class ModelConfigError(AmodalError):
-    """The model configuration is incomplete: an endpoint is set but no model name."""
-
-
-class ModelError(AmodalError):
-    """A model call failed (after any retries). Names the model and endpoint, never the key."""
-
-    def __init__(
-        self, *, model: str, endpoint: str, reason: str, status: int | None, attempts: int
-    ) -> None:
-        self.model = model
-        self.endpoint = endpoint
-        self.reason = reason
-        self.status = status
-        self.attempts = attempts
-        tries = f" after {attempts} attempts" if attempts > 1 else ""
-        super().__init__(f"model {model!r} at {endpoint} failed{tries}: {reason}")
-
-
-@dataclass(frozen=True, slots=True)
-class ModelEndpoint:
-    """Where one model call goes. The key is left out of repr and str."""
-
-    model: str
-    base_url: str
-    api_key: str | None = field(default=None, repr=False)
-
-    @property
-    def display_url(self) -> str:
-        """The base URL as host and path: no scheme, credentials or query string."""
-        return display_url(self.base_url)
-
-    def __str__(self) -> str:
-        return f"{self.model} at {self.display_url}"
-
-
-def display_url(url: str) -> str:
-    """`https://user:pw@host:8443/v1?key=x` -> `host:8443/v1`: safe for messages and logs."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    where = f"{host}:{port}" if port is not None else host
-    return f"{where}{parts.path.rstrip('/')}" or "(no URL)"
-
-
-def accepts_prompt_cache_key(base_url: str | None) -> bool:
-    """Whether the endpoint takes `prompt_cache_key`: only OpenAI's own API does.
-
-    Other OpenAI-compatible servers may reject an unknown field, so it is sent
-    only when the base URL is unset (the SDK's default) or its host is
-    `api.openai.com`.
-    """
-    if not base_url:
-        return True
-    return urlsplit(base_url).hostname == "api.openai.com"
-
-
-def resolve_endpoint(
-    config: RepoConfig, tier: ModelTier, environ: Mapping[str, str]
-) -> ModelEndpoint | None:
-    """The endpoint a call at `tier` goes to, or None when no endpoint is configured.
-
-    Precedence, field by field (an empty environment variable counts as unset):
-
-    The session model (tier `default`, and `simple`/`advanced` when unbound):
-      - base URL: `OPENAI_BASE_URL`, else `models.main.base_url`, else
-        https://api.openai.com/v1;
-      - API key: `OPENAI_API_KEY`, else `models.main.api_key`, else none;
-      - model: `MODEL_MAIN`, else `models.main.model`, else `ModelConfigError`;
-      - configured only if at least one of `OPENAI_BASE_URL`, `OPENAI_API_KEY`,
-        `models.main.base_url`, `models.main.api_key` is set. Otherwise the
-        result is None (the caller may start the offline model), even when
-        `models.main` names a model.
-
-    Tier `simple` / `advanced` is bound when `models.<tier>` or `MODEL_<TIER>`
-    is set; an unbound tier resolves as the session model. A bound tier:
-      - model: `MODEL_<TIER>`, else `models.<tier>.model`;
-      - with its own `models.<tier>.base_url`: that URL and only
-        `models.<tier>.api_key` (the session key is never sent to another
-        endpoint; `OPENAI_BASE_URL` does not move it);
-      - otherwise the session endpoint's base URL, with `models.<tier>.api_key`
-        or else the session key; None when the session endpoint is not
-        configured. The session model name is not needed here.
-    """
-    env = {key: value for key, value in environ.items() if value}
-    if tier != "default":
-        binding: ModelBinding | None = getattr(config.models, tier)
-        override = env.get(f"MODEL_{tier.upper()}")
-        if binding is not None or override is not None:
-            return _resolve_tier(config, tier, binding, override, env)
-    return _resolve_main(config, env)
-
-
-def _resolve_main(config: RepoConfig, env: Mapping[str, str]) -> ModelEndpoint | None:
-    main = config.models.main
-    base_url, api_key = _main_location(main, env)
-    if base_url is None:
-        return None
-    model = env.get("MODEL_MAIN") or (main.model if main is not None else None)
-    if not model:
-        raise ModelConfigError(
-            f"a model endpoint is configured ({display_url(base_url)}) but no model name: "
-            'set MODEL_MAIN, or "models": {"main": "<model name>"} in amodal.json'
-        )
-    return ModelEndpoint(model, base_url, api_key)
-
-
-def _main_location(
-    main: ModelBinding | None, env: Mapping[str, str]
-) -> tuple[str | None, str | None]:
-    """The session endpoint's (base URL, key); base URL None when nothing is configured."""
-    config_url = main.base_url if main is not None else None
-    config_key = _secret(main.api_key) if main is not None else None
-    base_url = env.get("OPENAI_BASE_URL") or config_url
-    api_key = env.get("OPENAI_API_KEY") or config_key
-    if base_url is None and api_key is None:
-        return None, None
-    return base_url or OPENAI_BASE_URL, api_key
-
-
-def _resolve_tier(
-    config: RepoConfig,
-    tier: ModelTier,
-    binding: ModelBinding | None,
-    override: str | None,
-    env: Mapping[str, str],
-) -> ModelEndpoint | None:
-    model = override or (binding.model if binding is not None else "")
-    own_key = _secret(binding.api_key) if binding is not None else None
-    if binding is not None and binding.base_url:
-        return ModelEndpoint(model, binding.base_url, own_key)
-    base_url, main_key = _main_location(config.models.main, env)
-    if base_url is None:
-        return None
-    return ModelEndpoint(model, base_url, own_key or main_key)
-
-
-def _secret(value: Any) -> str | None:
-    secret = value.get_secret_value() if value is not None else None
-    return secret if isinstance(secret, str) and secret else None
-
-
-# ---------------------------------------------------------------- replies
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """A tool call the model asked for. `arguments` is the raw JSON text, unparsed."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True, slots=True)
-class ModelReply:
-    """The whole answer of one model call, yielded last by `ModelClient.stream`."""
-
-    text: str
-    tool_calls: tuple[ToolCall, ...]
-    usage: Usage
-    model: str
-    """The model that answered, as the response names it (else the one requested)."""
-    finish_reason: str | None
 
 
 @dataclass(slots=True)
@@ -287,41 +112,71 @@ class _Assembler:
 # ---------------------------------------------------------------- the client
 
 
-class ModelClient:
-    """Streams Chat Completions calls to one endpoint, with bounded retries.
+class OpenAIModel:
+    """A `Model` on one OpenAI-compatible endpoint, with bounded retries.
 
-    The SDK's own retries are off: this client retries 429, 5xx, timeouts and
+    Build it from an endpoint (`OpenAIModel.for_endpoint`, how the runtime builds
+    models from amodal.json), or from your own `openai.AsyncOpenAI` client
+    (`OpenAIModel("gpt-4.1-mini", client)`); a client you pass stays yours to close.
+
+    The SDK's own retries are off: this model retries 429, 5xx, timeouts and
     connection errors up to `max_retries` times (exponential backoff from
     `backoff` seconds, with jitter), and only while nothing has been yielded
     to the caller, so a retry never repeats text already streamed. Other
-    4xx are never retried. `timeout` bounds connecting and each read.
+    4xx are never retried.
     """
 
     def __init__(
         self,
+        model: str,
+        client: openai.AsyncOpenAI,
+        *,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        owns_client: bool = False,
+    ) -> None:
+        self.endpoint = ModelEndpoint(model, str(client.base_url), client.api_key)
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self._owns_client = owns_client
+        # Our retries, not the SDK's: with both, a failing call would be tried 12 times.
+        self._client = client.with_options(max_retries=0) if client.max_retries else client
+        self._send_cache_key = accepts_prompt_cache_key(self.endpoint.base_url)
+
+    @classmethod
+    def for_endpoint(
+        cls,
         endpoint: ModelEndpoint,
         *,
         max_retries: int = 3,
         timeout: float = 60.0,
         backoff: float = 0.5,
-    ) -> None:
-        self.endpoint = endpoint
-        self.max_retries = max_retries
-        self.timeout = timeout
-        self.backoff = backoff
-        self._send_cache_key = accepts_prompt_cache_key(endpoint.base_url)
-        self._client = openai.AsyncOpenAI(
+    ) -> OpenAIModel:
+        """A model with a client of its own (closed by `aclose`); `timeout` bounds connecting
+        and each read."""
+        client = openai.AsyncOpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or _NO_KEY,
             max_retries=0,
             timeout=timeout,
         )
+        model = cls(
+            endpoint.model, client, max_retries=max_retries, backoff=backoff, owns_client=True
+        )
+        model.endpoint = endpoint  # keeps "no key" as None, not the placeholder sent
+        return model
+
+    @property
+    def name(self) -> str:
+        return self.endpoint.model
 
     def __repr__(self) -> str:
-        return f"ModelClient({self.endpoint!r})"
+        return f"OpenAIModel({self.endpoint!r})"
 
     async def aclose(self) -> None:
-        await self._client.close()
+        """Close the client this model made (a client passed in is left to its owner)."""
+        if self._owns_client:
+            await self._client.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -336,11 +191,11 @@ class ModelClient:
 
     async def stream(
         self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema] | None,
+        settings: ModelSettings = ModelSettings(),  # noqa: B008 (frozen: safe to share)
         *,
         cache_key: str | None = None,
-        tool_choice: str | dict[str, Any] | None = None,
     ) -> AsyncIterator[str | ModelReply]:
         """Yield the reply's text deltas as they arrive, then one `ModelReply`.
 
@@ -356,9 +211,11 @@ class ModelClient:
             "stream_options": {"include_usage": True},
         }
         if tools:
-            body["tools"] = tools
-        if tool_choice is not None:
-            body["tool_choice"] = tool_choice
+            body["tools"] = list(tools)
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            body["max_tokens"] = settings.max_tokens
         if cache_key is not None and self._send_cache_key:
             body["prompt_cache_key"] = cache_key
         # Encoded once here: the SDK's typed `create` re-walks every message of the
@@ -440,7 +297,7 @@ class ModelClient:
             detail = _body_message(error.body) or error.response.reason_phrase
             reason = f"HTTP {error.status_code}: {detail}"
         elif isinstance(error, openai.APITimeoutError):
-            reason = f"timed out (timeout {self.timeout:g}s)"
+            reason = f"timed out (timeout {_seconds(self._client.timeout)})"
         elif isinstance(error, openai.APIConnectionError):
             cause = error.__cause__
             detail = f"{type(cause).__name__}: {cause}" if cause is not None else error.message
@@ -505,7 +362,12 @@ def _body_message(body: object) -> str:
     return ""
 
 
-def _normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _seconds(timeout: object) -> str:
+    read = getattr(timeout, "read", timeout)
+    return f"{read:g}s" if isinstance(read, int | float) else "the client's timeout"
+
+
+def _normalize_messages(messages: Sequence[Message]) -> list[Message]:
     """Assistant messages with tool calls get content "" instead of null (or missing)."""
     normalized = []
     for message in messages:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from runtime.chat import Caller
+from runtime.caller import Caller
 from runtime.testing import ScriptedModel
-from tests.chat.conftest import Harness, done
+from tests._harness import Harness, done
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +56,7 @@ async def tools_harness(make_repo: Callable[..., Path], harness_for: Callable[[P
 
 
 def results(events: list[Any]) -> list[dict[str, Any]]:
-    return [e.data for e in events if e.type == "tool_result"]
+    return [e.to_json() for e in events if e.type == "tool_result"]
 
 
 async def test_tool_calls_of_one_response_return_results_in_call_order(
@@ -83,7 +83,7 @@ async def test_unknown_tool_invalid_arguments_raising_tool_and_timeout_keep_the_
     assert "unknown tool 'nope'" in got[0]["error"] and "echo" in got[0]["error"]
     assert "invalid arguments" in got[1]["error"] and "text" in got[1]["error"]
     assert "exploded" in got[2]["error"]
-    assert done(events)["reason"] == "model_stop"
+    assert done(events).reason == "model_stop"
 
 
 async def test_malformed_tool_call_json_is_an_error_result(
@@ -102,7 +102,7 @@ async def test_budget_notices_then_a_final_call_without_tools(
         scripted_model.tool_call("echo", {"text": f"t{index}"})
     scripted_model.reply("partial answer")
     events = await tools_harness.chat("go")
-    assert done(events)["reason"] == "max_tool_calls"
+    assert done(events).reason == "max_tool_calls"
     last = scripted_model.requests[-1]
     assert last.tools == []
     tool_contents = [json.loads(m["content"]) for m in last.messages if m["role"] == "tool"]
@@ -114,7 +114,7 @@ async def test_budget_notices_then_a_final_call_without_tools(
         "notice": tool_contents[3]["_budget"]["notice"],
     }
     assert tool_contents[4]["_budget"]["remaining"] == 0
-    text = "".join(e.data["text"] for e in events if e.type == "text_delta")
+    text = "".join(e.text for e in events if e.type == "text_delta")
     assert text.endswith("partial answer")
 
 
@@ -123,7 +123,7 @@ async def test_stop_execution_ends_the_run_at_once(
 ) -> None:
     scripted_model.tool_calls([("stop_execution", {"reason": "done"}), ("echo", {"text": "x"})])
     events = await tools_harness.chat("go")
-    assert done(events)["reason"] == "stop_execution"
+    assert done(events).reason == "stop_execution"
     assert [r["status"] for r in results(events)] == ["ok", "error"]
 
 
@@ -132,13 +132,13 @@ async def test_ask_choice_ends_the_turn_and_the_next_message_answers(
 ) -> None:
     scripted_model.tool_call("ask_choice", {"question": "Which?", "options": ["a", "b"]})
     events = await tools_harness.chat("go")
-    assert done(events)["reason"] == "awaiting_choice"
+    assert done(events).reason == "awaiting_choice"
     choice = next(e for e in events if e.type == "choice")
-    assert choice.data["options"] == ["a", "b"]
+    assert choice.options == ("a", "b")
     scripted_model.reply("you chose b")
     session = events[0].session_id
     again = await tools_harness.chat("b", session_id=session)
-    assert done(again)["reason"] == "model_stop"
+    assert done(again).reason == "model_stop"
     assert scripted_model.requests[-1].last_user == "b"
 
 
@@ -147,14 +147,14 @@ async def test_confirmation_pauses_then_approval_runs_the_tool_once(
 ) -> None:
     scripted_model.tool_call("charge", {}, id="call_charge")
     events = await tools_harness.chat("charge it")
-    assert done(events)["reason"] == "awaiting_confirmation"
+    assert done(events).reason == "awaiting_confirmation"
     required = next(e for e in events if e.type == "confirmation_required")
-    assert required.data["call_id"] == "call_charge"
+    assert required.call_id == "call_charge"
     session = events[0].session_id
     scripted_model.reply("charged")
     resumed = await tools_harness.confirm(session, "call_charge", True)
     assert results(resumed)[0]["result"] == {"charged": 1}
-    assert done(resumed)["reason"] == "model_stop"
+    assert done(resumed).reason == "model_stop"
     with pytest.raises(Exception, match="no pending confirmation"):
         await tools_harness.confirm(session, "call_charge", True)
 
@@ -178,7 +178,7 @@ async def test_a_new_message_instead_of_approval_denies_the_waiting_call(
     events = await tools_harness.chat("charge it")
     scripted_model.reply("fine")
     again = await tools_harness.chat("never mind", session_id=events[0].session_id)
-    assert done(again)["reason"] == "model_stop"
+    assert done(again).reason == "model_stop"
     messages = scripted_model.requests[-1].messages
     tool = next(m for m in messages if m["role"] == "tool")
     assert tool["tool_call_id"] == "c1" and "not approved" in tool["content"]
@@ -198,7 +198,7 @@ async def test_a_persona_saying_never_ask_for_confirmation_changes_nothing(
     h = await harness_for(make_repo(files))
     scripted_model.tool_call("charge", {}, id="c1")
     events = await h.chat("charge it", caller=Caller(claims={"role": "admin"}))
-    assert done(events)["reason"] == "awaiting_confirmation"
+    assert done(events).reason == "awaiting_confirmation"
     assert not results(events)
 
 

@@ -1,40 +1,49 @@
 """One run of the turn loop: call the model, run the tools it asks for, repeat (SPEC 6.1).
 
-A run is an async generator of Events. Everything that must survive (the
-assistant's messages, tool calls and results) goes through the Recorder as it
-happens, before the next step, so a crash loses at most the event being written
-and the transcript rebuilt from storage is always valid for the next turn.
+`run_loop` is an async generator of events that ends with one `RunOutcome`
+(how the run ended). Everything that must survive (the assistant's messages,
+tool calls and results) goes through the Recorder as it happens, before the
+next step, so a crash loses at most the event being written and the transcript
+rebuilt from storage is always valid for the next turn.
+
+The loop knows nothing of sessions, storage or delegation: `runtime.runs`
+prepares a run and keeps its record, `runtime.delegation` is one of its tools.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
-from runtime.events import DoneReason, Event, Usage
-from runtime.models import ModelClient, ModelReply, ToolCall
-from runtime.registry import CALL_SUBAGENT
-from runtime.tools import Tool, ToolContext, ToolError, encode_result, with_budget
-from runtime.tools.builtin import ASK_CHOICE, STOP_EXECUTION
+from runtime import events
+from runtime.events import DoneReason, Event, ToolStatus, Usage
+from runtime.exceptions import ModelError, ToolError
+from runtime.models import Model, ModelReply, ModelSettings, ToolCall
+from runtime.observe import (
+    NO_OBSERVERS,
+    ModelCallEnded,
+    ModelCallStarted,
+    Observers,
+    ToolCallEnded,
+    ToolCallStarted,
+)
+from runtime.recorder import Recorder
+from runtime.registry import ASK_CHOICE, CALL_SUBAGENT, STOP_EXECUTION
+from runtime.tools import Tool, ToolContext, encode_result, with_budget
 
 MAX_PARALLEL_TOOLS = 8
 OUT_OF_BUDGET = (
     "You have used every tool call of this run. Do not call tools: answer now with what "
     "you have, and say what is left undone."
 )
-
-
-class Recorder(Protocol):
-    """Where a run writes what must survive: the session's event log."""
-
-    async def record(self, type: str, data: dict[str, Any], *, run_id: str, agent: str) -> None:
-        """Append one durable event; must complete even if the caller is cancelled."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +57,14 @@ class RunSpec:
     context_prompt: str | None
     tools: Mapping[str, Tool]
     max_tool_calls: int
-    client: ModelClient
+    model: Model
     cache_key: str
     tool_context: ToolContext
+    settings: ModelSettings = field(default_factory=ModelSettings)
     interactive: bool = True  # False for specialists: no confirmations, no ask_choice
     result_limit: int = 20_000
     nested: EventSink | None = None  # the root run streams its specialists' events from here
+    observers: Observers = NO_OBSERVERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,15 +75,13 @@ class PendingCall:
     used: int
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class RunOutcome:
-    """How a run ended; filled in as the run's last step."""
+    """How a run ended: the last item `run_loop` yields."""
 
-    reason: DoneReason = "model_stop"
-    text: str = ""
-    usage: Usage = field(default_factory=Usage)
+    reason: DoneReason
+    text: str
     pending: PendingCall | None = None
-    model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,15 +92,15 @@ class Resume:
     approved: bool
 
 
-async def run(
+async def run_loop(
     spec: RunSpec,
     transcript: list[dict[str, Any]],
     recorder: Recorder,
-    outcome: RunOutcome,
     *,
     resume: Resume | None = None,
-) -> AsyncIterator[Event]:
-    """Run the loop over `transcript` (OpenAI messages, appended to in place)."""
+) -> AsyncIterator[Event | RunOutcome]:
+    """Run the loop over `transcript` (OpenAI messages, appended to in place); the events,
+    then one `RunOutcome`. A model failure raises `ModelError` after the events so far."""
     used = 0
     if resume is not None:
         used = resume.pending.used
@@ -104,19 +113,12 @@ async def run(
     while True:
         out_of_budget = used >= spec.max_tool_calls
         reply: ModelReply | None = None
-        async for item in spec.client.stream(
-            _messages(spec, transcript, out_of_budget),
-            None if out_of_budget or not spec.tools else [t.schema() for t in spec.tools.values()],
-            cache_key=spec.cache_key,
-        ):
+        async for item in _model_call(spec, transcript, out_of_budget):
             if isinstance(item, str):
-                yield _event(spec, "text_delta", text=item)
+                yield events.TextDelta(session_id=spec.session_id, run_id=spec.run_id, text=item)
             else:
                 reply = item
-        assert reply is not None  # the client always ends with a reply or raises
-        outcome.usage += reply.usage
-        outcome.model = reply.model
-        outcome.text = reply.text
+        assert reply is not None  # a model always ends with a reply or raises
         calls = [] if out_of_budget else list(reply.tool_calls)
         message = _assistant_message(reply.text, calls)
         transcript.append(message)
@@ -126,14 +128,16 @@ async def run(
             run_id=spec.run_id,
             agent=spec.agent,
         )
-        yield _event(spec, "usage", model=reply.model, usage=reply.usage.as_json())
+        yield events.ModelUsage(
+            session_id=spec.session_id, run_id=spec.run_id, model=reply.model, usage=reply.usage
+        )
         if out_of_budget or not calls:
-            outcome.reason = "max_tool_calls" if out_of_budget else "model_stop"
+            yield RunOutcome("max_tool_calls" if out_of_budget else "model_stop", reply.text)
             return
         for call in calls:
-            yield _event(
-                spec,
-                "tool_call",
+            yield events.ToolCall(
+                session_id=spec.session_id,
+                run_id=spec.run_id,
                 call_id=call.id,
                 name=call.name,
                 arguments=_shown(call.arguments),
@@ -149,22 +153,69 @@ async def run(
         async for event in _results(spec, transcript, recorder, step.done, used):
             yield event
         if step.choice is not None:
-            yield _event(
-                spec, "choice", question=step.choice["question"], options=step.choice["options"]
+            yield events.Choice(
+                session_id=spec.session_id,
+                run_id=spec.run_id,
+                question=step.choice["question"],
+                options=tuple(step.choice["options"]),
             )
         if step.pending is not None:
-            outcome.pending = step.pending
             call = step.pending.call
-            yield _event(
-                spec,
-                "confirmation_required",
+            yield events.ConfirmationRequired(
+                session_id=spec.session_id,
+                run_id=spec.run_id,
                 call_id=call.id,
                 name=call.name,
                 arguments=_shown(call.arguments),
             )
         if step.reason is not None:
-            outcome.reason = step.reason
+            yield RunOutcome(step.reason, reply.text, step.pending)
             return
+
+
+async def _model_call(
+    spec: RunSpec, transcript: list[dict[str, Any]], out_of_budget: bool
+) -> AsyncIterator[str | ModelReply]:
+    """One model call, reported to the observers (when there are any)."""
+    messages = _messages(spec, transcript, out_of_budget)
+    tools = None if out_of_budget or not spec.tools else [t.schema() for t in spec.tools.values()]
+    stream = spec.model.stream(messages, tools, spec.settings, cache_key=spec.cache_key)
+    if not spec.observers:
+        async for item in stream:
+            yield item
+        return
+    started = ModelCallStarted(
+        spec.session_id,
+        spec.run_id,
+        spec.agent,
+        f"model_{uuid.uuid4().hex[:12]}",
+        spec.model.name,
+        messages,
+        tuple(spec.tools) if tools else (),
+    )
+    spec.observers.notify("model_call_started", started)
+    clock = time.monotonic()
+    ended = ModelCallEnded(0.0, error="cancelled")
+    try:
+        async for item in stream:
+            if isinstance(item, ModelReply):
+                ended = ModelCallEnded(
+                    0.0,
+                    item.model,
+                    item.usage,
+                    item.finish_reason,
+                    item.text,
+                    len(item.tool_calls),
+                )
+            yield item
+    except ModelError as error:
+        ended = ModelCallEnded(0.0, error=str(error))
+        raise
+    finally:
+        elapsed = time.monotonic() - clock
+        spec.observers.notify(
+            "model_call_ended", started, dataclasses.replace(ended, duration_s=elapsed)
+        )
 
 
 class EventSink:
@@ -185,6 +236,11 @@ class EventSink:
 
     async def close_phase(self) -> None:
         await self._send.send(None)
+
+    def close(self) -> None:
+        """Release both ends (the turn is over)."""
+        self._send.close()
+        self._receive.close()
 
 
 async def _streaming_nested(
@@ -285,12 +341,32 @@ async def _execute(spec: RunSpec, calls: list[ToolCall]) -> list[dict[str, Any]]
 
     async def one(index: int, call: ToolCall) -> None:
         async with limiter:
-            results[index] = await _call(spec, call)
+            results[index] = await _observed_call(spec, call)
 
     async with anyio.create_task_group() as group:
         for index, call in enumerate(calls):
             group.start_soon(one, index, call)
     return results
+
+
+async def _observed_call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
+    if not spec.observers:
+        return await _call(spec, call)
+    started = ToolCallStarted(
+        spec.session_id, spec.run_id, spec.agent, call.id, call.name, _shown(call.arguments)
+    )
+    spec.observers.notify("tool_call_started", started)
+    clock = time.monotonic()
+    ended = ToolCallEnded("error", 0.0, error="cancelled")
+    try:
+        result = await _call(spec, call)
+        ended = ToolCallEnded(result["status"], 0.0, result.get("result"), result.get("error"))
+        return result
+    finally:
+        elapsed = time.monotonic() - clock
+        spec.observers.notify(
+            "tool_call_ended", started, dataclasses.replace(ended, duration_s=elapsed)
+        )
 
 
 async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
@@ -305,9 +381,10 @@ async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
     if problem is not None:
         return _error(call, problem)
     arguments = _parsed(call.arguments)
+    context = dataclasses.replace(spec.tool_context, call_id=call.id)
     try:
         with anyio.fail_after(tool.timeout):
-            value = await tool.handler(arguments, spec.tool_context)
+            value = await tool.handler(arguments, context)
     except ToolError as error:
         return _status(call, "error", error=str(error), started=started)
     except TimeoutError:
@@ -341,7 +418,7 @@ async def _resumed_result(spec: RunSpec, resume: Resume) -> dict[str, Any]:
     call = resume.pending.call
     if not resume.approved:
         return _denied(call, "the person denied this call")
-    return await _call(spec, call)
+    return await _observed_call(spec, call)
 
 
 async def _results(
@@ -359,7 +436,7 @@ async def _results(
         await recorder.record(
             "tool_result", {**result, "content": content}, run_id=spec.run_id, agent=spec.agent
         )
-        yield _event(spec, "tool_result", **result)
+        yield events.ToolResult(session_id=spec.session_id, run_id=spec.run_id, **result)
 
 
 def _messages(
@@ -404,8 +481,14 @@ def _parsed(arguments: str) -> Any:
 
 
 def _status(
-    call: ToolCall, status: str, *, started: float, result: Any = None, error: str | None = None
+    call: ToolCall,
+    status: ToolStatus,
+    *,
+    started: float,
+    result: Any = None,
+    error: str | None = None,
 ) -> dict[str, Any]:
+    """A tool call's result as it is logged and streamed (the `tool_result` event's fields)."""
     body: dict[str, Any] = {
         "call_id": call.id,
         "name": call.name,
@@ -431,5 +514,4 @@ def _denied(call: ToolCall, message: str) -> dict[str, Any]:
     return _status(call, "denied", error=message, started=time.monotonic())
 
 
-def _event(spec: RunSpec, type: Any, **data: Any) -> Event:
-    return Event(type, spec.session_id, spec.run_id, data)
+__all__ = ["EventSink", "PendingCall", "Resume", "RunOutcome", "RunSpec", "Usage", "run_loop"]

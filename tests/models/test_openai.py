@@ -11,21 +11,17 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
+import openai
 import pytest
 
-from runtime.formats import RepoConfig
-from runtime.models import (
-    ModelClient,
-    ModelConfigError,
+from runtime.events import Usage
+from runtime.exceptions import ModelError
+from runtime.models import Model, ModelReply, ModelSettings, ToolCall
+from runtime.models.endpoints import (
     ModelEndpoint,
-    ModelError,
-    ModelReply,
-    ToolCall,
-    Usage,
     accepts_prompt_cache_key,
-    display_url,
-    resolve_endpoint,
 )
+from runtime.models.openai import OpenAIModel
 from runtime.testing import ScriptedModel, reply
 
 pytestmark = pytest.mark.anyio
@@ -41,18 +37,19 @@ def model() -> Iterator[ScriptedModel]:
         server.assert_done()
 
 
-def client_for(server: ScriptedModel, **options: Any) -> ModelClient:
+def client_for(server: ScriptedModel, **options: Any) -> OpenAIModel:
     endpoint = ModelEndpoint("test-model", server.base_url, SECRET)
-    return ModelClient(endpoint, backoff=0.01, **options)
+    return OpenAIModel.for_endpoint(endpoint, backoff=0.01, **options)
 
 
 async def collect(
-    client: ModelClient, messages: list[dict[str, Any]] = USER, **kwargs: Any
+    client: Model, messages: list[dict[str, Any]] = USER, **kwargs: Any
 ) -> tuple[list[str], ModelReply]:
     tools = kwargs.pop("tools", None)
+    settings = kwargs.pop("settings", ModelSettings())
     deltas: list[str] = []
     final: ModelReply | None = None
-    async for item in client.stream(messages, tools, **kwargs):
+    async for item in client.stream(messages, tools, settings, **kwargs):
         if isinstance(item, ModelReply):
             final = item
         else:
@@ -60,13 +57,6 @@ async def collect(
             deltas.append(item)
     assert final is not None
     return deltas, final
-
-
-def config(models: dict[str, Any] | None = None) -> RepoConfig:
-    body: dict[str, Any] = {"name": "r", "version": "1"}
-    if models is not None:
-        body["models"] = models
-    return RepoConfig.model_validate(body)
 
 
 # ---------------------------------------------------------------- streaming
@@ -144,20 +134,34 @@ async def test_reply_records_the_model_the_response_names(model: ScriptedModel) 
     assert echoed.model == "test-model"
 
 
-async def test_tools_and_tool_choice_are_sent_as_given(model: ScriptedModel) -> None:
+async def test_tools_and_model_settings_are_sent_as_given(model: ScriptedModel) -> None:
     tool = {
         "type": "function",
         "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}},
     }
     model.reply("ok").reply("no tools")
     async with client_for(model) as client:
-        await collect(client, tools=[tool], tool_choice="auto")
+        await collect(client, tools=[tool], settings=ModelSettings(temperature=0.2, max_tokens=64))
         await collect(client)
     first, second = model.requests
     assert first.tools == ["lookup"]
-    assert first.body["tool_choice"] == "auto"
+    assert (first.body["temperature"], first.body["max_tokens"]) == (0.2, 64)
     assert "tools" not in second.body
-    assert "tool_choice" not in second.body
+    # Unset settings are left to the endpoint's defaults, never sent as null.
+    assert "temperature" not in second.body and "max_tokens" not in second.body
+
+
+async def test_a_client_of_your_own_is_used_and_left_open(model: ScriptedModel) -> None:
+    model.reply("from your client").reply("still open")
+    client = openai.AsyncOpenAI(base_url=model.base_url, api_key=SECRET)
+    own = OpenAIModel("my-model", client)
+    assert isinstance(own, Model) and own.name == "my-model"
+    _, final = await collect(own)
+    await own.aclose()
+    _, again = await collect(OpenAIModel("my-model", client))  # the client is still usable
+    await client.close()
+    assert (final.text, again.text) == ("from your client", "still open")
+    assert model.requests[0].model == "my-model"
 
 
 async def test_null_content_of_assistant_tool_call_messages_is_sent_as_empty_string(
@@ -261,7 +265,7 @@ async def test_connection_refused_raises_model_error() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     endpoint = ModelEndpoint("test-model", f"http://127.0.0.1:{port}/v1", SECRET)
-    async with ModelClient(endpoint, max_retries=1, backoff=0.01) as client:
+    async with OpenAIModel.for_endpoint(endpoint, max_retries=1, backoff=0.01) as client:
         with pytest.raises(ModelError) as caught:
             await collect(client)
     assert f"127.0.0.1:{port}/v1" in str(caught.value)
@@ -295,118 +299,11 @@ async def test_a_stream_cut_after_text_is_not_retried(model: ScriptedModel) -> N
 
 def test_endpoint_and_client_repr_do_not_show_the_key() -> None:
     endpoint = ModelEndpoint("gpt-x", "https://api.openai.com/v1", SECRET)
-    client = ModelClient(endpoint)
+    client = OpenAIModel.for_endpoint(endpoint)
     for text in (repr(endpoint), str(endpoint), repr(client)):
         assert SECRET not in text
     assert str(endpoint) == "gpt-x at api.openai.com/v1"
     anyio.run(client.aclose)
-
-
-def test_display_url_drops_scheme_credentials_and_query() -> None:
-    assert display_url("https://user:pw@llm.example:8443/v1/?key=abc") == "llm.example:8443/v1"
-    assert display_url("http://127.0.0.1:9/v1") == "127.0.0.1:9/v1"
-
-
-# ---------------------------------------------------------------- endpoint resolution
-
-
-def test_nothing_configured_resolves_to_none() -> None:
-    assert resolve_endpoint(config(), "default", {}) is None
-    assert resolve_endpoint(config({"main": "gpt-x"}), "default", {}) is None
-    assert resolve_endpoint(config(), "simple", {"MODEL_SIMPLE": "small"}) is None
-
-
-def test_main_binding_from_amodal_json() -> None:
-    models = {"main": {"model": "gpt-x", "baseUrl": "http://llm.local/v1", "apiKey": SECRET}}
-    endpoint = resolve_endpoint(config(models), "default", {})
-    assert endpoint == ModelEndpoint("gpt-x", "http://llm.local/v1", SECRET)
-
-
-def test_environment_overrides_each_field_of_the_main_binding() -> None:
-    models = {"main": {"model": "gpt-x", "baseUrl": "http://llm.local/v1", "apiKey": "sk-file"}}
-    env = {"OPENAI_BASE_URL": "http://env.local/v1", "OPENAI_API_KEY": SECRET, "MODEL_MAIN": "m2"}
-    assert resolve_endpoint(config(models), "default", env) == ModelEndpoint(
-        "m2", "http://env.local/v1", SECRET
-    )
-    only_url = resolve_endpoint(config(models), "default", {"OPENAI_BASE_URL": "http://e/v1"})
-    assert only_url == ModelEndpoint("gpt-x", "http://e/v1", "sk-file")
-
-
-def test_an_api_key_alone_means_openai_itself() -> None:
-    endpoint = resolve_endpoint(config({"main": "gpt-x"}), "default", {"OPENAI_API_KEY": SECRET})
-    assert endpoint == ModelEndpoint("gpt-x", "https://api.openai.com/v1", SECRET)
-
-
-def test_a_base_url_alone_needs_no_key() -> None:
-    env = {"OPENAI_BASE_URL": "http://127.0.0.1:8080/v1", "MODEL_MAIN": "local"}
-    assert resolve_endpoint(config(), "default", env) == ModelEndpoint(
-        "local", "http://127.0.0.1:8080/v1", None
-    )
-
-
-def test_empty_environment_values_count_as_unset() -> None:
-    env = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "MODEL_MAIN": ""}
-    assert resolve_endpoint(config({"main": "gpt-x"}), "default", env) is None
-
-
-def test_an_endpoint_without_a_model_name_says_how_to_set_one() -> None:
-    with pytest.raises(ModelConfigError, match=r"MODEL_MAIN.*amodal\.json") as caught:
-        resolve_endpoint(config(), "default", {"OPENAI_API_KEY": SECRET})
-    assert SECRET not in str(caught.value)
-
-
-def test_unbound_tiers_use_the_session_model() -> None:
-    env = {"OPENAI_BASE_URL": "http://e/v1", "MODEL_MAIN": "main-m"}
-    session = resolve_endpoint(config(), "default", env)
-    assert resolve_endpoint(config(), "simple", env) == session
-    assert resolve_endpoint(config(), "advanced", env) == session
-
-
-def test_a_name_only_tier_binding_uses_the_session_endpoint() -> None:
-    models = {"main": {"model": "main-m", "baseUrl": "http://e/v1", "apiKey": SECRET}}
-    models |= {"simple": "small-m", "advanced": {"model": "big-m"}}
-    assert resolve_endpoint(config(models), "simple", {}) == ModelEndpoint(
-        "small-m", "http://e/v1", SECRET
-    )
-    assert resolve_endpoint(config(models), "advanced", {}) == ModelEndpoint(
-        "big-m", "http://e/v1", SECRET
-    )
-
-
-def test_tier_environment_overrides_the_tier_model_name() -> None:
-    models = {"main": "main-m", "simple": "small-m"}
-    env = {"OPENAI_BASE_URL": "http://e/v1", "MODEL_SIMPLE": "tiny", "MODEL_ADVANCED": "huge"}
-    assert resolve_endpoint(config(models), "simple", env) == ModelEndpoint(
-        "tiny", "http://e/v1", None
-    )
-    assert resolve_endpoint(config(models), "advanced", env) == ModelEndpoint(
-        "huge", "http://e/v1", None
-    )
-    # A tier binding needs no session model name.
-    assert resolve_endpoint(config(), "simple", env) == ModelEndpoint("tiny", "http://e/v1", None)
-
-
-def test_a_tier_with_its_own_endpoint_never_gets_the_session_key() -> None:
-    models = {
-        "main": "main-m",
-        "advanced": {"model": "big-m", "baseUrl": "http://other/v1"},
-        "simple": {"model": "small-m", "baseUrl": "http://third/v1", "apiKey": "sk-third"},
-    }
-    env = {"OPENAI_BASE_URL": "http://e/v1", "OPENAI_API_KEY": SECRET}
-    assert resolve_endpoint(config(models), "advanced", env) == ModelEndpoint(
-        "big-m", "http://other/v1", None
-    )
-    assert resolve_endpoint(config(models), "simple", env) == ModelEndpoint(
-        "small-m", "http://third/v1", "sk-third"
-    )
-
-
-def test_a_tier_key_without_its_own_url_goes_to_the_session_endpoint() -> None:
-    models = {"main": "main-m", "simple": {"model": "small-m", "apiKey": "sk-simple"}}
-    env = {"OPENAI_BASE_URL": "http://e/v1", "OPENAI_API_KEY": SECRET}
-    assert resolve_endpoint(config(models), "simple", env) == ModelEndpoint(
-        "small-m", "http://e/v1", "sk-simple"
-    )
 
 
 # ---------------------------------------------------------------- concurrency
@@ -417,7 +314,7 @@ async def test_concurrent_calls_are_in_flight_together() -> None:
         slow.respond(lambda request: f"answer to {request.last_user}")
         results: dict[int, str] = {}
 
-        async def ask(client: ModelClient, n: int) -> None:
+        async def ask(client: OpenAIModel, n: int) -> None:
             _, final = await collect(client, [{"role": "user", "content": str(n)}])
             results[n] = final.text
 
@@ -447,7 +344,7 @@ async def test_an_empty_stream_is_a_model_error_not_a_silent_empty_reply() -> No
     thread = threading.Thread(target=serve_empty, daemon=True)
     thread.start()
     endpoint = ModelEndpoint("m", f"http://127.0.0.1:{port}/v1", "k")
-    async with ModelClient(endpoint, backoff=0.01) as client:
+    async with OpenAIModel.for_endpoint(endpoint, backoff=0.01) as client:
         with pytest.raises(ModelError, match="without an answer"):
             async for _ in client.stream([{"role": "user", "content": "hi"}], None):
                 pass

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from runtime.chat import Caller
+from runtime.caller import Caller
 from runtime.exceptions import UnknownAgentError
 from runtime.testing import ScriptedModel
-from tests.chat.conftest import Harness, done
+from tests._harness import Harness, done
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,7 @@ async def test_a_named_agent_roots_the_conversation(
 ) -> None:
     scripted_model.reply("ok")
     events = await team.chat("hi", agent="writer")
-    assert events[0].data["agent"] == "writer"
+    assert events[0].agent == "writer"
     assert "You are the writer." in (scripted_model.requests[0].system or "")
     assert "desk lead" not in (scripted_model.requests[0].system or "")
 
@@ -51,7 +51,7 @@ async def test_without_an_agent_default_roots_a_new_session(
 ) -> None:
     scripted_model.reply("ok")
     events = await team.chat("hi")
-    assert events[0].data["agent"] == "default"
+    assert events[0].agent == "default"
 
 
 async def test_without_default_the_chat_is_unscoped_with_main_and_every_resource(
@@ -63,7 +63,7 @@ async def test_without_default_the_chat_is_unscoped_with_main_and_every_resource
     h = await harness_for(make_repo(files))
     scripted_model.reply("ok")
     events = await h.chat("hi")
-    assert events[0].data["agent"] == "main"
+    assert events[0].agent == "main"
     request = scripted_model.requests[0]
     assert "You are the operator console." in (request.system or "")
     assert {"call_subagent", "load_knowledge", "stop_execution"} <= set(request.tools)
@@ -92,7 +92,7 @@ async def test_the_root_is_sticky_when_a_later_turn_names_no_agent(
     first = await team.chat("hi", agent="writer")
     scripted_model.reply("two")
     second = await team.chat("again", session_id=first[0].session_id)
-    assert second[0].data["agent"] == "writer"
+    assert second[0].agent == "writer"
     assert not any(e.type == "agent" for e in second)
 
 
@@ -104,7 +104,7 @@ async def test_rerooting_keeps_the_transcript_and_says_who_wrote_what(
     scripted_model.reply("writer reply")
     second = await team.chat("write it", agent="writer", session_id=first[0].session_id)
     agent_event = next(e for e in second if e.type == "agent")
-    assert agent_event.data == {"from": "default", "to": "writer"}
+    assert (agent_event.from_agent, agent_event.to_agent) == ("default", "writer")
     messages = scripted_model.requests[-1].messages
     assert [m["content"] for m in messages if m["role"] == "assistant"] == ["lead reply"]
     note = [m["content"] for m in messages if m["role"] == "user"][-2].splitlines()
@@ -114,7 +114,7 @@ async def test_rerooting_keeps_the_transcript_and_says_who_wrote_what(
         "You are writer now. Earlier assistant replies in this conversation were written by "
         "default, not by you; check them before relying on them.",
     ]
-    _, events = await team.runtime.get_session(first[0].session_id, Caller(operator=True))
+    _, events = await team.chats.get_session(first[0].session_id, Caller(operator=True))
     writers = [(e.type, e.agent) for e in events if e.type == "assistant"]
     assert writers == [("assistant", "default"), ("assistant", "writer")]
 
@@ -144,11 +144,12 @@ async def test_a_root_removed_by_a_reload_re_roots_as_if_none_was_named(
     first = await h.chat("hi", agent="writer")
     shutil.rmtree(root / "agents" / "writer")
     (root / "agents/default/agent.json").write_text('{"tools": ["load_knowledge"]}')
-    h.reload(root)
+    h.reload()
     scripted_model.reply("lead here")
     second = await h.chat("still there?", session_id=first[0].session_id)
-    assert second[0].data["agent"] == "default"
-    assert next(e for e in second if e.type == "agent").data == {"from": "writer", "to": "default"}
+    assert second[0].agent == "default"
+    change = next(e for e in second if e.type == "agent")
+    assert (change.from_agent, change.to_agent) == ("writer", "default")
     users = [m["content"] for m in scripted_model.requests[-1].messages if m["role"] == "user"]
     assert users[-2].startswith("[Agent handoff] writer -> default")
 
@@ -158,10 +159,10 @@ async def test_an_end_users_autonomous_run_uses_default_and_an_operators_stays_u
 ) -> None:
     scripted_model.reply("user run")
     user = await team.chat("nightly", caller=Caller(claims={"sub": "u1"}), autonomous=True)
-    assert user[0].data["agent"] == "default"
+    assert user[0].agent == "default"
     scripted_model.reply("operator run")
     operator = await team.chat("nightly", caller=Caller(operator=True), autonomous=True)
-    assert operator[0].data["agent"] == "main"
+    assert operator[0].agent == "main"
 
 
 async def test_each_turn_records_the_bundle_version_that_served_it(
@@ -174,12 +175,12 @@ async def test_each_turn_records_the_bundle_version_that_served_it(
     scripted_model.reply("one")
     first = await h.chat("hi")
     (root / "agents/default/AGENT.md").write_text("You are the new desk lead.\n")
-    new = h.reload(root)
+    new = h.reload()
     scripted_model.reply("two")
     second = await h.chat("again", session_id=first[0].session_id)
-    assert second[0].data["bundle_version"] == new.version != first[0].data["bundle_version"]
+    assert second[0].bundle_version == new.version != first[0].bundle_version
     assert "new desk lead" in (scripted_model.requests[-1].system or "")
-    _, events = await h.runtime.get_session(first[0].session_id, Caller(operator=True))
+    _, events = await h.chats.get_session(first[0].session_id, Caller(operator=True))
     versions = [e.bundle_version for e in events if e.type == "user"]
-    assert versions == [first[0].data["bundle_version"], new.version]
-    assert done(second)["reason"] == "model_stop"
+    assert versions == [first[0].bundle_version, new.version]
+    assert done(second).reason == "model_stop"

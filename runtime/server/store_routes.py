@@ -1,6 +1,6 @@
 """`/stores`: the operators' HTTP view of store documents (SPEC 14; docs/stores.md).
 
-The same rules as the store tools (`runtime.stores`): a PUT is validated
+The same rules as the store tools (`runtime.documents`): a PUT is validated
 against the entity schema and its key fields must give the `{key}` of the
 path. Operators only. Documents live in scope `?scope=` (default "default");
 a shared store has one partition and ignores `?scope=`.
@@ -23,47 +23,32 @@ import json
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from runtime.bundle import Bundle, StoreDefinition
-from runtime.reload import LiveBundle
-from runtime.server.auth import Authenticator, AuthError
-from runtime.storage import Storage, StoreDocument
-from runtime.stores import (
-    DocumentError,
+from runtime.documents import (
     check_key,
     check_query,
     document_key,
     partition,
     validate_document,
 )
+from runtime.exceptions import DocumentError
+from runtime.reload import LiveBundle
+from runtime.server.auth import Authenticator
+from runtime.server.errors import ApiError
+from runtime.storage import Storage, StoreDocument
 from runtime.surface import DEFAULT_SCOPE
 
 MAX_SCOPE_CHARS = 200
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
 def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Authenticator) -> None:
     """Serve `/stores` on `app`, over the newest bundle of `live` and `storage`."""
 
-    @app.exception_handler(_Refused)
-    async def _refused(request: Request, error: _Refused) -> JSONResponse:
-        return JSONResponse(
-            {"error": {"code": error.code, "message": error.message}}, status_code=error.status
-        )
-
     def operator(authorization: str | None) -> None:
-        try:
-            caller = auth.caller(authorization)
-        except AuthError as error:
-            raise _Refused(401, "unauthorized", str(error)) from error
-        if not caller.operator:
-            raise _Refused(403, "forbidden", "only an operator may use /stores")
+        if not auth.caller(authorization).operator:
+            raise ApiError(403, "forbidden", "only an operator may use /stores")
 
     @app.get("/stores", tags=["stores"])
     async def list_stores(
@@ -97,13 +82,13 @@ def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Aut
             try:
                 filters = json.loads(filter_)
             except json.JSONDecodeError as error:
-                raise _Refused(
+                raise ApiError(
                     422, "invalid_query", f"filter: not valid JSON ({error}); send a JSON object"
                 ) from error
         try:
             query = check_query(store, filters, sort, limit, offset)
         except DocumentError as error:
-            raise _Refused(422, "invalid_query", str(error)) from error
+            raise ApiError(422, "invalid_query", str(error)) from error
         where = _scope(store, scope)
         page = await storage.query_documents(where, store.name, query)
         return {
@@ -157,16 +142,16 @@ def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Aut
         try:
             body = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise _Refused(
+            raise ApiError(
                 422, "invalid_request", f"body: not valid JSON ({error}); send the document"
             ) from error
         try:
             document = validate_document(store, body)
             derived = document_key(store, document)
         except DocumentError as error:
-            raise _Refused(422, "invalid_document", str(error)) from error
+            raise ApiError(422, "invalid_document", str(error)) from error
         if derived != key:
-            raise _Refused(
+            raise ApiError(
                 422,
                 "invalid_document",
                 f"the document's key fields give key {derived!r} (template {store.key!r}), "
@@ -231,13 +216,13 @@ def _store(bundle: Bundle, name: str) -> StoreDefinition:
     store = bundle.stores.get(name)
     if store is None:
         known = ", ".join(sorted(bundle.stores)) or "(none)"
-        raise _Refused(404, "unknown_store", f"unknown store {name!r}; stores: {known}")
+        raise ApiError(404, "unknown_store", f"unknown store {name!r}; stores: {known}")
     return store
 
 
 def _scope(store: StoreDefinition, scope: str | None) -> str:
     if scope is not None and (not scope or len(scope) > MAX_SCOPE_CHARS or "\x00" in scope):
-        raise _Refused(422, "invalid_scope", f"scope must be 1 to {MAX_SCOPE_CHARS} characters")
+        raise ApiError(422, "invalid_scope", f"scope must be 1 to {MAX_SCOPE_CHARS} characters")
     return partition(store, scope or DEFAULT_SCOPE)
 
 
@@ -245,11 +230,11 @@ def _key(store: StoreDefinition, key: str) -> str:
     try:
         return check_key(store, key)
     except DocumentError as error:
-        raise _Refused(422, "invalid_key", str(error)) from error
+        raise ApiError(422, "invalid_key", str(error)) from error
 
 
-def _not_found(store: StoreDefinition, key: str, scope: str) -> _Refused:
-    return _Refused(
+def _not_found(store: StoreDefinition, key: str, scope: str) -> ApiError:
+    return ApiError(
         404,
         "unknown_document",
         f"no document {key!r} in store {store.name!r} (scope {scope!r})",

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from runtime import load_bundle
-from runtime.chat import Caller, ChatRuntime, ModelRouter
+from runtime.caller import Caller
+from runtime.documents import SHARED_SCOPE
 from runtime.events import Event
-from runtime.storage import DocumentQuery, open_storage
-from runtime.stores import SHARED_SCOPE
+from runtime.storage import DocumentQuery
 from runtime.testing import ScriptedModel, tool_call, tool_calls
-from tests.chat.conftest import Harness, done
+from tests._harness import Harness, done
 
 pytestmark = pytest.mark.anyio
 
@@ -90,30 +88,15 @@ def note(slug: str = "db", **fields: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def stores_for(tmp_path: Path, database_url: str | None) -> AsyncIterator[Callable[..., Any]]:
-    """`await stores_for(root)`: a harness on SQLite or PostgreSQL (one database per test)."""
-    runtimes: list[ChatRuntime] = []
-
-    async def make(root: Path) -> Harness:
-        bundles = [load_bundle(root)]
-        storage = await open_storage(database_url or tmp_path / "amodal.db")
-        runtime = ChatRuntime(lambda: bundles[-1], storage, ModelRouter(os.environ))
-        runtimes.append(runtime)
-        return Harness(runtime, bundles)
-
-    yield make
-    for runtime in runtimes:
-        await runtime.models.aclose()
-        await runtime.storage.close()
-
-
-@pytest.fixture
-async def h(make_repo: Callable[..., Path], stores_for: Callable[..., Any]) -> Harness:
-    return await stores_for(make_repo(REPO))  # type: ignore[no-any-return]
+async def h(
+    make_repo: Callable[..., Path], harness_for: Callable[..., Any], database_url: str | None
+) -> Harness:
+    """A harness on SQLite or PostgreSQL (one database per test)."""
+    return await harness_for(make_repo(REPO), database_url)  # type: ignore[no-any-return]
 
 
 def results(events: list[Event]) -> list[dict[str, Any]]:
-    return [event.data for event in events if event.type == "tool_result"]
+    return [event.to_json() for event in events if event.type == "tool_result"]
 
 
 async def call(
@@ -128,7 +111,7 @@ async def call(
         model.enqueue(tool_call(name, arguments))
     model.reply("done")
     events = await h.chat("go", caller=caller or ACME, **request)
-    assert done(events)["reason"] == "model_stop"
+    assert done(events).reason == "model_stop"
     found = results(events)
     assert len(found) == len(calls)
     return found
@@ -423,7 +406,7 @@ async def test_a_specialist_writes_to_the_callers_scope(
 
     events = await h.chat("delegate", caller=GLOBEX)
 
-    assert done(events)["reason"] == "model_stop"
+    assert done(events).reason == "model_stop"
     stored = await h.runtime.storage.get_document("globex", "notes", "note:from-scribe")
     assert stored is not None
     assert await h.runtime.storage.get_document("acme", "notes", "note:from-scribe") is None
@@ -449,14 +432,19 @@ async def test_an_expired_document_reads_as_absent(
 
 
 async def test_documents_survive_a_restart(
-    make_repo: Callable[..., Path], stores_for: Callable[..., Any], scripted_model: ScriptedModel
+    make_repo: Callable[..., Path],
+    harness_for: Callable[..., Any],
+    database_url: str | None,
+    tmp_path: Path,
+    scripted_model: ScriptedModel,
 ) -> None:
     root = make_repo(REPO)
-    first = await stores_for(root)
+    database = database_url or str(tmp_path / "restart.db")
+    first = await harness_for(root, database)
     await call(first, scripted_model, ("store__notes__put", note()))
     await first.runtime.storage.close()
 
-    second = await stores_for(root)
+    second = await harness_for(root, database)
     (get,) = await call(second, scripted_model, ("store__notes__get", {"slug": "db"}))
 
     assert get["result"] == note()

@@ -1,0 +1,247 @@
+"""`Runtime`: the runtime as a library (SPEC 15). The CLI and the HTTP server are built on it.
+
+    async with Runtime.open("path/to/repo") as rt:
+        result = await rt.chat("Review TXN-001", agent="compliance-checker")
+        print(result.text)
+
+    print(Runtime.run_sync("path/to/repo", "Hello").text)   # one turn, for scripts
+
+Claims given here are trusted: the embedding application verified them (the HTTP
+server verifies credentials before it calls in). `operator=True` asks for the
+operator's unscoped surface.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runtime import events
+from runtime.bundle import AgentDefinition, Bundle
+from runtime.caller import Caller, ChatRequest
+from runtime.chats import ChatService
+from runtime.events import DoneReason, Event, Usage
+from runtime.inspection import inspect_agent
+from runtime.models import Model
+from runtime.models.router import ModelRouter
+from runtime.observe import Observers, RunObserver
+from runtime.reload import LiveBundle, watch
+from runtime.storage import Storage, default_database_path, open_storage
+from runtime.turn import Turn
+
+ModelChoice = str | Model | tuple[Any, str] | None
+"""A model name, an `(openai.AsyncOpenAI, model name)` pair, or any `Model`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    """One finished turn."""
+
+    text: str
+    """The root agent's reply (specialists' text is in their own events)."""
+    session_id: str
+    agent: str
+    """The agent the turn ran as (`main` for unscoped chat)."""
+    reason: DoneReason
+    usage: Usage
+    events: tuple[Event, ...]
+    error: str | None = None
+    """The `error` event's message when the turn failed (reason `error`)."""
+
+    @classmethod
+    def of(cls, streamed: Iterable[Event]) -> ChatResult:
+        """The result of a turn's whole event stream (it starts with `session`, ends with
+        `done`)."""
+        collected = tuple(streamed)
+        first, last = collected[0], collected[-1]
+        if not isinstance(first, events.Session) or not isinstance(last, events.Done):
+            raise ValueError("a turn's events start with `session` and end with `done`")
+        root = first.run_id
+        text = "".join(
+            e.text for e in collected if isinstance(e, events.TextDelta) and e.run_id == root
+        )
+        error = next((e.message for e in collected if isinstance(e, events.Error)), None)
+        return cls(text, first.session_id, first.agent, last.reason, last.usage, collected, error)
+
+
+class Runtime:
+    """An agent repo, its database and its models, open for chats. Make one with `open`."""
+
+    def __init__(self, live: LiveBundle, storage: Storage, chats: ChatService) -> None:
+        self.live = live
+        self.storage = storage
+        self.chats = chats
+        """The lower-level service the HTTP server uses (turns that refuse before streaming)."""
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls,
+        repo: str | os.PathLike[str] | Bundle,
+        *,
+        database: str | os.PathLike[str] | Storage | None = None,
+        model: ModelChoice = None,
+        observers: Iterable[RunObserver] = (),
+        watch_repo: bool = False,
+    ) -> AsyncIterator[Runtime]:
+        """Load the repo (`InvalidRepoError` listing every problem; or take a loaded
+        `Bundle`), open the database (`database`: a path or URL, else `DATABASE_URL`,
+        else SQLite under the repo's `.amodal/`; or an open `Storage`, which stays yours
+        to close) and the models. Leaving the block closes what it opened. `watch_repo`
+        reloads the repo when its files change (a bad edit keeps the last good bundle)."""
+        if isinstance(repo, Bundle):
+            live = LiveBundle(repo.root, repo)
+        else:
+            live = await anyio.to_thread.run_sync(LiveBundle.load, Path(repo))
+        root = live.root
+        owned = database is None or isinstance(database, str | os.PathLike)
+        if database is None or isinstance(database, str | os.PathLike):
+            storage = await open_storage(
+                database or os.environ.get("DATABASE_URL") or default_database_path(root)
+            )
+        else:
+            storage = database
+        router = _router(model)
+        chats = ChatService(live, storage, router, observers=Observers(observers))
+        try:
+            async with anyio.create_task_group() as group:
+                if watch_repo:
+                    ignore = default_database_path(root).parent
+                    group.start_soon(lambda: watch(live, ignore=ignore))
+                yield cls(live, storage, chats)
+                group.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await router.aclose()
+                if owned:
+                    await storage.close()
+
+    @classmethod
+    def run_sync(cls, repo: str | os.PathLike[str], message: str, **options: Any) -> ChatResult:
+        """One turn, blocking, for scripts: `open`'s options (`database`, `model`, `observers`)
+        and `chat`'s (`agent`, `session_id`, `claims`, `context`, `operator`) in one call."""
+        opening = {k: options.pop(k) for k in ("database", "model", "observers") if k in options}
+
+        async def once() -> ChatResult:
+            async with cls.open(repo, **opening) as runtime:
+                return await runtime.chat(message, **options)
+
+        return anyio.run(once)
+
+    @property
+    def bundle(self) -> Bundle:
+        """The newest good bundle (new turns use it; running turns keep theirs)."""
+        return self.live()
+
+    def agents(self) -> list[AgentDefinition]:
+        """The repo's agents, by name."""
+        return [self.bundle.agents[name] for name in sorted(self.bundle.agents)]
+
+    def inspect(
+        self,
+        agent: str,
+        *,
+        claims: Mapping[str, str] | None = None,
+        context: Mapping[str, str] | None = None,
+        subagent: bool = False,
+    ) -> dict[str, Any]:
+        """What `agent` may use for this caller, why anything is missing, and its prompt: the
+        shape of `amodal inspect --json`."""
+        return inspect_agent(self.bundle, agent, claims or {}, context or {}, subagent=subagent)
+
+    async def reload(self) -> bool:
+        """Reload the repo now; True when a good bundle is in place."""
+        return await anyio.to_thread.run_sync(self.live.reload)
+
+    async def chat(
+        self,
+        message: str,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        claims: Mapping[str, str] | None = None,
+        context: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> ChatResult:
+        """One turn, run to its end. Refusals raise (`UnknownAgentError`,
+        `SessionNotFoundError`, `SessionBusyError`, ...); a failure while it runs is
+        `result.reason == "error"` with `result.error`."""
+        return ChatResult.of(
+            [
+                event
+                async for event in self.stream(
+                    message,
+                    agent=agent,
+                    session_id=session_id,
+                    claims=claims,
+                    context=context,
+                    operator=operator,
+                )
+            ]
+        )
+
+    async def stream(
+        self,
+        message: str,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        claims: Mapping[str, str] | None = None,
+        context: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> AsyncIterator[Event]:
+        """The turn's typed events as they happen, ending with `Done`. The turn starts when
+        iteration starts; stopping early cancels it cleanly (what was committed stays)."""
+        request = ChatRequest(message, agent, dict(context or {}), session_id)
+        turn = await self.chats.start_turn(request, _caller(claims, operator))
+        async for event in _events(turn):
+            yield event
+
+    async def confirm(
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> ChatResult:
+        """Answer a pending confirmation: approval runs the call once, denial tells the model.
+        The run then goes on; its result is this turn's."""
+        turn = await self.chats.start_confirmation(
+            session_id, call_id, approve, _caller(claims, operator)
+        )
+        return ChatResult.of([event async for event in _events(turn)])
+
+
+async def _events(turn: Turn) -> AsyncIterator[Event]:
+    # aclosing: a consumer that stops early closes the turn now, not when it is collected.
+    async with contextlib.aclosing(turn.events()) as stream:
+        async for event in stream:
+            yield event
+
+
+def _caller(claims: Mapping[str, str] | None, operator: bool) -> Caller:
+    return Caller(claims=dict(claims or {}), operator=operator)
+
+
+def _router(model: ModelChoice) -> ModelRouter:
+    if model is None or isinstance(model, str):
+        return ModelRouter(os.environ, model_name=model)
+    if isinstance(model, tuple):
+        from runtime.models.openai import OpenAIModel
+
+        client, name = model
+        return ModelRouter(os.environ, model=OpenAIModel(name, client))
+    if isinstance(model, Model):
+        return ModelRouter(os.environ, model=model)
+    raise TypeError(
+        "model= takes a model name, an (openai.AsyncOpenAI, name) pair or a runtime.models.Model; "
+        f"got {type(model).__name__}"
+    )

@@ -1,0 +1,142 @@
+"""Chats over durable sessions: who may see a session, starting turns and confirmations.
+
+`ChatService.start_turn` does everything that can refuse a request (unknown
+agent, unknown session, busy session) before a byte is streamed, so the HTTP
+layer can answer 404/409 with a status code; the returned `Turn` then streams
+its events. The service never reads repo files: it asks `bundle()` for the
+newest bundle at the start of each turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Callable
+
+from runtime.bundle import Bundle
+from runtime.caller import Caller, ChatRequest
+from runtime.exceptions import ConfirmationNotFoundError, SessionNotFoundError
+from runtime.leases import TurnLease
+from runtime.loop import PendingCall, Resume
+from runtime.models import ToolCall
+from runtime.models.router import ModelRouter
+from runtime.observe import NO_OBSERVERS, Observers
+from runtime.prompt import SessionPrompt
+from runtime.rooting import Rooting, choose_root
+from runtime.storage import RunRecord, SessionRecord, Storage, StoredEvent, utc_now
+from runtime.templates import clean_context
+from runtime.turn import Turn
+
+
+class ChatService:
+    """Chats over the newest bundle, with durable sessions in `storage`."""
+
+    def __init__(
+        self,
+        bundle: Callable[[], Bundle],
+        storage: Storage,
+        models: ModelRouter,
+        *,
+        observers: Observers = NO_OBSERVERS,
+        instance: str | None = None,
+    ) -> None:
+        self.bundle = bundle
+        self.storage = storage
+        self.models = models
+        self.observers = observers
+        self.instance = instance or uuid.uuid4().hex[:8]
+        self._prompts: dict[str, SessionPrompt] = {}
+
+    async def start_turn(self, request: ChatRequest, caller: Caller) -> Turn:
+        """Check and claim everything a turn needs; raises before anything streams."""
+        bundle = self.bundle()
+        session = None
+        if request.session_id is not None:
+            session = await self._session(request.session_id, caller)
+        if request.autonomous:
+            caller = dataclasses.replace(caller, human_present=False)
+        rooting = choose_root(
+            bundle,
+            request.agent,
+            session.root_agent if session else None,
+            operator=caller.operator,
+            human_present=caller.human_present,
+        )
+        created = session is None
+        if session is None:
+            now = utc_now()
+            session = SessionRecord(
+                uuid.uuid4().hex, caller.scope_id, caller.owner, rooting.agent, now, now
+            )
+            await self.storage.create_session(session)
+        lease = await TurnLease.acquire(self.storage, session.id, self.instance)
+        return Turn(
+            self,
+            bundle,
+            session,
+            caller,
+            lease,
+            created,
+            message=request.message,
+            rooting=rooting,
+            context=clean_context(request.context),
+        )
+
+    async def start_confirmation(
+        self, session_id: str, call_id: str, approve: bool, caller: Caller
+    ) -> Turn:
+        """Claim the session to answer a pending confirmation; the turn resumes the run."""
+        bundle = self.bundle()
+        session = await self._session(session_id, caller)
+        pending = await self.storage.get_pending(session_id, call_id)
+        if pending is None:
+            raise ConfirmationNotFoundError(session_id, call_id)
+        lease = await TurnLease.acquire(self.storage, session.id, self.instance)
+        # Deleting is the claim: only one request gets True, so an approval runs once.
+        if not await self.storage.delete_pending(session_id, call_id):
+            await lease.release()
+            raise ConfirmationNotFoundError(session_id, call_id)  # another request took it
+        call = ToolCall(pending.call_id, pending.tool, json.dumps(pending.arguments))
+        resume = Resume(PendingCall(call, int(pending.state.get("used", 0))), approve)
+        return Turn(
+            self,
+            bundle,
+            session,
+            caller,
+            lease,
+            False,
+            message=None,
+            rooting=Rooting(session.root_agent),
+            context=dict(pending.state.get("context", {})),
+            resume=resume,
+        )
+
+    async def get_session(
+        self, session_id: str, caller: Caller
+    ) -> tuple[SessionRecord, list[StoredEvent]]:
+        session = await self._session(session_id, caller)
+        return session, await self.storage.list_events(session_id)
+
+    async def get_runs(self, session_id: str, caller: Caller) -> list[RunRecord]:
+        await self._session(session_id, caller)
+        return await self.storage.list_runs(session_id)
+
+    async def delete_session(self, session_id: str, caller: Caller) -> None:
+        await self._session(session_id, caller)
+        await self.storage.delete_session(session_id)
+        self._prompts.pop(session_id, None)
+
+    async def _session(self, session_id: str, caller: Caller) -> SessionRecord:
+        session = await self.storage.get_session(session_id)
+        # Another scope's or owner's session is "not found", never "forbidden": its id is
+        # not even confirmed to exist.
+        if session is None or (
+            not caller.operator
+            and (session.scope_id != caller.scope_id or session.owner != caller.owner)
+        ):
+            raise SessionNotFoundError(session_id)
+        return session
+
+    def prompt_cache(self, session_id: str) -> SessionPrompt:
+        return self._prompts.setdefault(session_id, SessionPrompt())

@@ -1,1 +1,0 @@
-"""The turn loop's internals (private): one run of model calls and tool calls."""
