@@ -33,7 +33,6 @@ from runtime.models.router import ModelRouter
 from runtime.observe import Observers, RunObserver
 from runtime.reload import LiveBundle, watch
 from runtime.storage import Storage, default_database_path, open_storage
-from runtime.turn import Turn
 
 ModelChoice = str | Model | tuple[Any, str] | None
 """A model name, an `(openai.AsyncOpenAI, model name)` pair, or any `Model`."""
@@ -200,8 +199,10 @@ class Runtime:
         iteration starts; stopping early cancels it cleanly (what was committed stays)."""
         request = ChatRequest(message, agent, dict(context or {}), session_id)
         turn = await self.chats.start_turn(request, _caller(claims, operator))
-        async for event in _events(turn):
-            yield event
+        # aclosing: a consumer that stops early closes the turn now, not when it is collected.
+        async with contextlib.aclosing(turn.events()) as streamed:
+            async for event in streamed:
+                yield event
 
     async def confirm(
         self,
@@ -217,14 +218,7 @@ class Runtime:
         turn = await self.chats.start_confirmation(
             session_id, call_id, approve, _caller(claims, operator)
         )
-        return ChatResult.of([event async for event in _events(turn)])
-
-
-async def _events(turn: Turn) -> AsyncIterator[Event]:
-    # aclosing: a consumer that stops early closes the turn now, not when it is collected.
-    async with contextlib.aclosing(turn.events()) as stream:
-        async for event in stream:
-            yield event
+        return ChatResult.of([event async for event in turn.events()])
 
 
 def _caller(claims: Mapping[str, str] | None, operator: bool) -> Caller:

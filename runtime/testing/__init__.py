@@ -1,4 +1,8 @@
-"""Test doubles shipped with the runtime: a scripted OpenAI-compatible model server.
+"""Test doubles shipped with the runtime, for your own tests of your agents.
+
+`FunctionModel(fn)` answers in process (no HTTP): `fn(messages, tools)` returns a
+string or a step. `ScriptedModel` is the over-the-wire double, a scripted
+OpenAI-compatible model server:
 
     with ScriptedModel() as model:
         model.tool_call("lookup", {"id": 7}).reply("Found it.")
@@ -22,8 +26,11 @@ from runtime.testing._steps import (
     tool_call,
     tool_calls,
 )
+from runtime.testing.function_model import FunctionCall, FunctionModel
 
 __all__ = [
+    "FunctionCall",
+    "FunctionModel",
     "RecordedRequest",
     "Responder",
     "ScriptedModel",

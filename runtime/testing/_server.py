@@ -20,10 +20,12 @@ from typing import Any, Self
 from runtime.testing._steps import (
     ScriptedToolCall,
     Step,
+    content_text,
     cut_stream,
     error,
     raw_arguments,
     reply,
+    token_counts,
     tool_call,
     tool_calls,
 )
@@ -55,7 +57,7 @@ class RecordedRequest:
         """The text of the first system message, or None."""
         for message in self.messages:
             if message.get("role") == "system":
-                return _content_text(message.get("content"))
+                return content_text(message.get("content"))
         return None
 
     @property
@@ -77,7 +79,7 @@ class RecordedRequest:
         """The text of the last user message, or None."""
         for message in reversed(self.messages):
             if message.get("role") == "user":
-                return _content_text(message.get("content"))
+                return content_text(message.get("content"))
         return None
 
 
@@ -532,33 +534,13 @@ def _split_evenly(text: str, parts: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part.get("text", "")
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
 def _usage(request: RecordedRequest, step: Step) -> dict[str, Any]:
-    """Deterministic token counts: characters // 4 (input at least 1, output at least 1)."""
-    characters = 0
-    for message in request.messages:
-        characters += len(_content_text(message.get("content")))
-        for call in message.get("tool_calls") or []:
-            characters += len(str(call.get("function", {}).get("arguments", "")))
-    prompt = max(1, characters // 4)
-    produced = len(step.text) + sum(len(c.name) + len(c.arguments) for c in step.tool_calls)
-    completion = max(1, produced // 4)
+    usage = token_counts(request.messages, step)
     return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": min(step.cached_tokens, prompt)},
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
     }
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from runtime.events import Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +96,29 @@ def error(status: int, message: str = "scripted error") -> Step:
 def cut_stream(text: str) -> Step:
     """Stream `text`, then drop the connection before the response is complete."""
     return Step(text=text, cut=True)
+
+
+def token_counts(messages: Sequence[Mapping[str, Any]], step: Step) -> Usage:
+    """Deterministic token counts of a scripted answer: characters // 4 (input at least 1,
+    output at least 1), cached as the step says (at most the input)."""
+    characters = 0
+    for message in messages:
+        characters += len(content_text(message.get("content")))
+        for call in message.get("tool_calls") or []:
+            characters += len(str(call.get("function", {}).get("arguments", "")))
+    prompt = max(1, characters // 4)
+    produced = len(step.text) + sum(len(c.name) + len(c.arguments) for c in step.tool_calls)
+    return Usage(prompt, max(1, produced // 4), min(step.cached_tokens, prompt))
+
+
+def content_text(content: object) -> str:
+    """The text of a message's content: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""

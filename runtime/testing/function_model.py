@@ -1,0 +1,101 @@
+"""`FunctionModel`: a `Model` that answers with a Python function, in process, for unit tests.
+
+    def answer(messages, tools):
+        if not any(m["role"] == "tool" for m in messages):
+            return tool_call("lookup", {"id": 7})
+        return "Found it."
+
+    async with Runtime.open(repo, model=FunctionModel(answer)) as rt:
+        assert (await rt.chat("Find 7")).text == "Found it."
+
+No HTTP and no server: `fn` gets each call's messages (Chat Completions dicts) and
+offered tools (`{"type": "function", "function": {name, description, parameters}}`)
+and returns a string (a text reply) or one of the steps `ScriptedModel` takes
+(`reply`, `tool_call`, `tool_calls`, `raw_arguments`, `error`). It may be async.
+Every call is kept in `calls`; token counts are the scripted model's (characters // 4).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from runtime.exceptions import ModelError
+from runtime.models import Message, ModelReply, ModelSettings, ToolCall, ToolSchema
+from runtime.testing._steps import Step, reply, token_counts
+
+Answer = Callable[[list[Message], list[ToolSchema]], "str | Step | Awaitable[str | Step]"]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCall:
+    """One call a FunctionModel answered: what it was sent."""
+
+    messages: list[Message]
+    tools: list[ToolSchema]
+    settings: ModelSettings
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [tool["function"]["name"] for tool in self.tools]
+
+
+class FunctionModel:
+    """A model whose every answer is `fn(messages, tools)`."""
+
+    def __init__(self, fn: Answer, *, name: str = "function-model") -> None:
+        self._fn = fn
+        self._name = name
+        self.calls: list[FunctionCall] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema] | None,
+        settings: ModelSettings,
+        *,
+        cache_key: str | None = None,
+    ) -> AsyncIterator[str | ModelReply]:
+        sent = copy.deepcopy(list(messages))  # the function may keep or change what it gets
+        offered = copy.deepcopy(list(tools or ()))
+        self.calls.append(FunctionCall(sent, offered, settings))
+        answer = self._fn(copy.deepcopy(sent), copy.deepcopy(offered))
+        if inspect.isawaitable(answer):
+            answer = await answer
+        step = reply(answer) if isinstance(answer, str) else answer
+        if not isinstance(step, Step):
+            raise TypeError(
+                f"{self._name}: the function returned {type(step).__name__}; return a string or "
+                "a step (reply, tool_call, tool_calls, raw_arguments, error)"
+            )
+        if step.status != 200:
+            raise ModelError(
+                model=self._name,
+                endpoint="in process",
+                reason=f"HTTP {step.status}: {step.message}",
+                status=step.status,
+                attempts=1,
+            )
+        if step.text:
+            yield step.text
+        number = len(self.calls)
+        calls = tuple(
+            ToolCall(call.id or f"call_{number}_{index}", call.name, call.arguments)
+            for index, call in enumerate(step.tool_calls, 1)
+        )
+        yield ModelReply(
+            text=step.text,
+            tool_calls=calls,
+            usage=token_counts(sent, step),
+            model=step.model or self._name,
+            finish_reason=step.finish_reason,
+        )
+
+
+__all__ = ["Answer", "FunctionCall", "FunctionModel"]
