@@ -107,7 +107,8 @@ class Runtime:
         else:
             storage = database
         router = _router(model)
-        chats = ChatService(live, storage, router, observers=Observers(observers))
+        watching = Observers(observers)  # a copy: one runtime's additions stay its own
+        chats = ChatService(live, storage, router, observers=watching)
         try:
             async with anyio.create_task_group() as group:
                 if watch_repo:
@@ -120,6 +121,7 @@ class Runtime:
                 await router.aclose()
                 if owned:
                     await storage.close()
+                watching.close()
 
     @classmethod
     def run_sync(cls, repo: str | os.PathLike[str], message: str, **options: Any) -> ChatResult:

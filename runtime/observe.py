@@ -17,11 +17,12 @@ the `call_subagent` call that started it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.events import DoneReason, ToolStatus, Usage
+from runtime.exceptions import ConfigurationError
 
 logger = logging.getLogger("amodal")
 
@@ -132,6 +133,9 @@ class RunObserver:
     def tool_call_ended(self, call: ToolCallStarted, ended: ToolCallEnded) -> None:
         """A tool call ended, whatever its status."""
 
+    def close(self) -> None:
+        """The runtime is closing: flush whatever is buffered."""
+
 
 class Observers:
     """Calls every observer's hook; one that raises is logged and skipped, never propagated.
@@ -145,6 +149,10 @@ class Observers:
     def __bool__(self) -> bool:
         return bool(self._observers)
 
+    def add(self, observer: RunObserver) -> None:
+        """Observe from now on (turns already running may miss some hooks)."""
+        self._observers = (*self._observers, observer)
+
     def notify(self, hook: str, *records: object) -> None:
         for observer in self._observers:
             try:
@@ -155,5 +163,29 @@ class Observers:
                     extra={"event": "observer_failed", "observer": type(observer).__name__},
                 )
 
+    def close(self) -> None:
+        self.notify("close")
+
 
 NO_OBSERVERS = Observers()
+
+
+def tracing_from_environment(environ: Mapping[str, str]) -> list[RunObserver]:
+    """The OpenTelemetry observer when the standard `OTEL_*` variables name an exporter
+    (`OTEL_TRACES_EXPORTER` = `otlp` or `console`, or an `OTEL_EXPORTER_OTLP_ENDPOINT` /
+    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`); none otherwise, and none for
+    `OTEL_TRACES_EXPORTER=none`. `ConfigurationError` when the `otel` extra is missing."""
+    exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+    if exporter == "none" or not (exporter or endpoint):
+        return []
+    try:
+        from runtime.otel import exporting_observer
+    except ImportError as error:
+        raise ConfigurationError(
+            "OTEL_* variables ask for traces, but OpenTelemetry is not installed: "
+            "pip install 'amodal-runtime[otel]' (or unset them)"
+        ) from error
+    return [exporting_observer(environ)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping
 
@@ -12,6 +13,7 @@ from runtime import events
 from runtime.api import Runtime
 from runtime.bundle import Bundle
 from runtime.exceptions import AmodalError
+from runtime.observe import tracing_from_environment
 
 
 def run_chat(
@@ -41,7 +43,8 @@ async def _chat(
     session_id: str | None,
     as_json: bool,
 ) -> int:
-    async with Runtime.open(bundle) as runtime:
+    tracing = tracing_from_environment(os.environ)
+    async with Runtime.open(bundle, observers=tracing) as runtime:
         if message is not None:
             ok, _ = await _turn(runtime, message, agent, context, session_id, as_json)
             return 0 if ok else 1

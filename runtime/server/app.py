@@ -23,6 +23,7 @@ from runtime.caller import ChatRequest
 from runtime.events import Event
 from runtime.exceptions import AmodalError, RequestError, UnknownAgentError
 from runtime.inspection import inspect_agent
+from runtime.metrics import Metrics
 from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError, error_response, install_error_handlers
 from runtime.server.store_routes import add_store_routes
@@ -176,6 +177,17 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "bundle_version": live().version, "reload_error": live.reload_error}
+
+    metrics = Metrics()
+    metrics.count_reload_failures(lambda: live.failed_reloads)
+    chats.observers.add(metrics)
+
+    @app.get("/metrics")
+    async def prometheus(authorization: Annotated[str | None, Header()] = None) -> Response:
+        """What this server has done, in Prometheus' text format; operators only."""
+        if not auth.caller(authorization).operator:
+            raise ApiError(403, "forbidden", "only an operator may read /metrics")
+        return Response(metrics.render(), media_type=metrics.content_type)
 
     add_store_routes(app, live, runtime.storage, auth)
     return app

@@ -13,6 +13,7 @@ import uvicorn
 from runtime.api import Runtime
 from runtime.documents import purge_interval, purge_periodically
 from runtime.exceptions import AmodalError
+from runtime.observe import tracing_from_environment
 from runtime.reload import LiveBundle
 from runtime.server.app import create_app
 from runtime.server.auth import Authenticator, check_binding
@@ -38,7 +39,8 @@ def run_server(repo: Path, host: str, port: int, *, reload: bool) -> int:
 
 async def serve(repo: Path, host: str, port: int, reload: bool) -> None:
     purge_every = purge_interval(os.environ)
-    async with Runtime.open(repo, watch_repo=reload) as runtime:
+    tracing = tracing_from_environment(os.environ)
+    async with Runtime.open(repo, watch_repo=reload, observers=tracing) as runtime:
         live = runtime.live
         auth = Authenticator(live().config.auth, os.environ)
         check_binding(host, auth)  # before anything listens
