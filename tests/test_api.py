@@ -224,10 +224,12 @@ async def test_watching_the_repo_reloads_it(team: Path) -> None:
     async with Runtime.open(team, watch_repo=True, model=FunctionModel(lambda m, t: "x")) as rt:
         before = rt.bundle.version
         await anyio.sleep(0.2)  # the watcher is up
+        reloaded = anyio.Event()
+        rt.live.on_reload = lambda ok: reloaded.set()
         (team / "agents/helper/AGENT.md").write_text("You help, briefly.\n")
         with anyio.fail_after(10):
-            while rt.bundle.version == before:
-                await anyio.sleep(0.05)
+            await reloaded.wait()
+        assert rt.bundle.version != before
 
 
 def test_run_sync_runs_one_turn_for_a_script(team: Path, scripted_model: ScriptedModel) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runtime import Runtime, RunObserver
+from runtime import RunObserver, Runtime
 from runtime.exceptions import ConfigurationError
 from runtime.observe import (
     ModelCallEnded,
