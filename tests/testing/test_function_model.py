@@ -47,11 +47,7 @@ async def test_a_unit_test_drives_an_agent_through_a_tool_with_no_network(
     async with Runtime.open(make_repo(REPO), model=model) as rt:
         result = await rt.chat("Where is order 7?")
     assert result.text == "Order 7 is shipped."
-    assert [call.tool_names for call in model.calls][0] == [
-        "ask_choice",
-        "lookup",
-        "stop_execution",
-    ]
+    assert model.calls[0].tool_names == ["ask_choice", "lookup", "stop_execution"]
     assert model.calls[0].messages[-1] == {"role": "user", "content": "Where is order 7?"}
     ran = [e for e in result.events if isinstance(e, events.ToolResult)]
     assert ran[0].result == {"id": 7, "status": "shipped"}
