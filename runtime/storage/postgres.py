@@ -51,6 +51,14 @@ from runtime.storage import (
     StoreDocument,
     utc_now,
 )
+from runtime.storage._rows import (
+    DOCUMENT_COLUMNS,
+    EVENT_COLUMNS,
+    PENDING_COLUMNS,
+    RUN_COLUMNS,
+    SESSION_COLUMNS,
+    Decoders,
+)
 from runtime.storage._values import (
     aware,
     check_document,
@@ -70,13 +78,6 @@ DEFAULT_POOL_SIZE = 10
 MIGRATION_LOCK = 0x616D6F64616C
 """The advisory lock key ("amodal") held while migrating."""
 
-_SESSION_COLUMNS = "id, scope_id, owner, root_agent, created_at, updated_at, metadata"
-_EVENT_COLUMNS = "session_id, seq, type, run_id, agent, bundle_version, created_at, data"
-_PENDING_COLUMNS = "session_id, call_id, run_id, agent, tool, arguments, state, created_at"
-_RUN_COLUMNS = (
-    "id, session_id, parent_run_id, depth, agent, label, started_at, ended_at, status, usage, error"
-)
-_DOCUMENT_COLUMNS = "scope_id, store, key, body, version, created_at, updated_at, expires_at"
 _DOCUMENT_KEY = "scope_id = %s AND store = %s AND key = %s"
 _LIVE = "(expires_at IS NULL OR expires_at > clock_timestamp())"
 _LEASE_EXPIRY = "clock_timestamp() + make_interval(secs => %s::float8)"
@@ -240,8 +241,7 @@ class PostgresStorage:
         async def create(connection: Connection) -> None:
             try:
                 await connection.execute(
-                    f"INSERT INTO sessions ({_SESSION_COLUMNS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
                     row,
                 )
             except pg_errors.UniqueViolation as e:
@@ -252,10 +252,10 @@ class PostgresStorage:
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async def get(connection: Connection) -> SessionRecord | None:
             cursor = await connection.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = %s", (session_id,)
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s", (session_id,)
             )
             row = await cursor.fetchone()
-            return None if row is None else _session(row)
+            return None if row is None else ROWS.session(row)
 
         return await self._read(get)
 
@@ -326,8 +326,7 @@ class PostgresStorage:
             first = int(row[0]) - count + 1
             async with connection.cursor() as insert:
                 await insert.executemany(
-                    f"INSERT INTO events ({_EVENT_COLUMNS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                     [
                         (
                             session_id,
@@ -362,11 +361,11 @@ class PostgresStorage:
     async def list_events(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         async def list_(connection: Connection) -> list[StoredEvent]:
             cursor = await connection.execute(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq > %s "
+                f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq > %s "
                 "ORDER BY seq",
                 (session_id, after_seq),
             )
-            return [_event(row) for row in await cursor.fetchall()]
+            return [ROWS.event(row) for row in await cursor.fetchall()]
 
         return await self._read(list_)
 
@@ -390,7 +389,7 @@ class PostgresStorage:
         async def save(connection: Connection) -> None:
             try:
                 await connection.execute(
-                    f"INSERT INTO pending_confirmations ({_PENDING_COLUMNS}) "
+                    f"INSERT INTO pending_confirmations ({PENDING_COLUMNS}) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                     row,
                 )
@@ -404,23 +403,23 @@ class PostgresStorage:
     async def get_pending(self, session_id: str, call_id: str) -> PendingConfirmation | None:
         async def get(connection: Connection) -> PendingConfirmation | None:
             cursor = await connection.execute(
-                f"SELECT {_PENDING_COLUMNS} FROM pending_confirmations "
+                f"SELECT {PENDING_COLUMNS} FROM pending_confirmations "
                 "WHERE session_id = %s AND call_id = %s",
                 (session_id, call_id),
             )
             row = await cursor.fetchone()
-            return None if row is None else _pending(row)
+            return None if row is None else ROWS.pending(row)
 
         return await self._read(get)
 
     async def list_pending(self, session_id: str) -> list[PendingConfirmation]:
         async def list_(connection: Connection) -> list[PendingConfirmation]:
             cursor = await connection.execute(
-                f"SELECT {_PENDING_COLUMNS} FROM pending_confirmations WHERE session_id = %s "
+                f"SELECT {PENDING_COLUMNS} FROM pending_confirmations WHERE session_id = %s "
                 "ORDER BY created_at, ordinal",
                 (session_id,),
             )
-            return [_pending(row) for row in await cursor.fetchall()]
+            return [ROWS.pending(row) for row in await cursor.fetchall()]
 
         return await self._read(list_)
 
@@ -460,7 +459,7 @@ class PostgresStorage:
         async def start(connection: Connection) -> None:
             try:
                 await connection.execute(
-                    f"INSERT INTO runs ({_RUN_COLUMNS}) "
+                    f"INSERT INTO runs ({RUN_COLUMNS}) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     row,
                 )
@@ -501,11 +500,11 @@ class PostgresStorage:
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         async def list_(connection: Connection) -> list[RunRecord]:
             cursor = await connection.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE session_id = %s "
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = %s "
                 "ORDER BY started_at, ordinal",
                 (session_id,),
             )
-            return [_run(row) for row in await cursor.fetchall()]
+            return [ROWS.run(row) for row in await cursor.fetchall()]
 
         return await self._read(list_)
 
@@ -560,12 +559,11 @@ class PostgresStorage:
     async def get_document(self, scope_id: str, store: str, key: str) -> StoreDocument | None:
         async def get(connection: Connection) -> StoreDocument | None:
             cursor = await connection.execute(
-                f"SELECT {_DOCUMENT_COLUMNS} FROM store_documents "
-                f"WHERE {_DOCUMENT_KEY} AND {_LIVE}",
+                f"SELECT {DOCUMENT_COLUMNS} FROM store_documents WHERE {_DOCUMENT_KEY} AND {_LIVE}",
                 (scope_id, store, key),
             )
             row = await cursor.fetchone()
-            return None if row is None else _document(row)
+            return None if row is None else ROWS.document(row)
 
         return await self._read(get)
 
@@ -610,13 +608,13 @@ class PostgresStorage:
             )
             counted = await cursor.fetchone()
             cursor = await connection.execute(
-                f"SELECT {_DOCUMENT_COLUMNS} FROM store_documents WHERE {condition} "
+                f"SELECT {DOCUMENT_COLUMNS} FROM store_documents WHERE {condition} "
                 f"ORDER BY {order} LIMIT %s OFFSET %s",
                 [*values, *order_values, query.limit, query.offset],
             )
             rows = await cursor.fetchall()
             total = int(counted[0]) if counted is not None else 0
-            return DocumentPage([_document(row) for row in rows], total)
+            return DocumentPage([ROWS.document(row) for row in rows], total)
 
         return await self._read(run)
 
@@ -653,7 +651,7 @@ class PostgresStorage:
                     row = None
                 if row is None:
                     cursor = await connection.execute(
-                        f"INSERT INTO store_documents ({_DOCUMENT_COLUMNS}) "
+                        f"INSERT INTO store_documents ({DOCUMENT_COLUMNS}) "
                         "VALUES (%s, %s, %s, %s::jsonb, 1, %s, %s, %s) "
                         "ON CONFLICT DO NOTHING RETURNING version",
                         (*ids, text, now, now, expires),
@@ -705,7 +703,7 @@ class PostgresStorage:
                 "ORDER BY h.version DESC",
                 (scope_id, store, key),
             )
-            return [_document(row) for row in await cursor.fetchall()]
+            return [ROWS.document(row) for row in await cursor.fetchall()]
 
         return await self._read(history)
 
@@ -751,75 +749,6 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def _maybe_utc(moment: datetime | None) -> datetime | None:
-    return None if moment is None else moment.astimezone(UTC)
-
-
-def _session(row: Any) -> SessionRecord:
-    return SessionRecord(
-        id=row[0],
-        scope_id=row[1],
-        owner=row[2],
-        root_agent=row[3],
-        created_at=_utc(row[4]),
-        updated_at=_utc(row[5]),
-        metadata=load(row[6]),
-    )
-
-
-def _event(row: Any) -> StoredEvent:
-    return StoredEvent(
-        session_id=row[0],
-        seq=int(row[1]),
-        type=row[2],
-        run_id=row[3],
-        agent=row[4],
-        bundle_version=row[5],
-        created_at=_utc(row[6]),
-        data=load(row[7]),
-    )
-
-
-def _pending(row: Any) -> PendingConfirmation:
-    return PendingConfirmation(
-        session_id=row[0],
-        call_id=row[1],
-        run_id=row[2],
-        agent=row[3],
-        tool=row[4],
-        arguments=load(row[5]),
-        state=load(row[6]),
-        created_at=_utc(row[7]),
-    )
-
-
-def _run(row: Any) -> RunRecord:
-    return RunRecord(
-        id=row[0],
-        session_id=row[1],
-        parent_run_id=row[2],
-        depth=int(row[3]),
-        agent=row[4],
-        label=row[5],
-        started_at=_utc(row[6]),
-        ended_at=_maybe_utc(row[7]),
-        status=cast(RunStatus, row[8]),
-        usage=load(row[9]),
-        error=row[10],
-    )
-
-
-def _document(row: Any) -> StoreDocument:
-    return StoreDocument(
-        scope_id=row[0],
-        store=row[1],
-        key=row[2],
-        data=cast(JSONObject, row[3]),
-        version=int(row[4]),
-        created_at=_utc(row[5]),
-        updated_at=_utc(row[6]),
-        expires_at=_maybe_utc(row[7]),
-    )
-
+ROWS = Decoders(time=_utc, json=load, body=lambda value: cast(JSONObject, value))
 
 __all__ = ["DEFAULT_POOL_SIZE", "PostgresStorage", "describe"]

@@ -51,6 +51,14 @@ from runtime.storage import (
     StoreDocument,
     utc_now,
 )
+from runtime.storage._rows import (
+    DOCUMENT_COLUMNS,
+    EVENT_COLUMNS,
+    PENDING_COLUMNS,
+    RUN_COLUMNS,
+    SESSION_COLUMNS,
+    Decoders,
+)
 from runtime.storage._values import (
     check_document,
     check_query,
@@ -67,13 +75,6 @@ T = TypeVar("T")
 BUSY_TIMEOUT_SECONDS = 10.0
 """How long a write waits for another process's write lock before failing."""
 
-_SESSION_COLUMNS = "id, scope_id, owner, root_agent, created_at, updated_at, metadata"
-_EVENT_COLUMNS = "session_id, seq, type, run_id, agent, bundle_version, created_at, data"
-_PENDING_COLUMNS = "session_id, call_id, run_id, agent, tool, arguments, state, created_at"
-_RUN_COLUMNS = (
-    "id, session_id, parent_run_id, depth, agent, label, started_at, ended_at, status, usage, error"
-)
-_DOCUMENT_COLUMNS = "scope_id, store, key, body, version, created_at, updated_at, expires_at"
 _DOCUMENT_KEY = "scope_id = ? AND store = ? AND key = ?"
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 _JSON_NUMBER = "('integer', 'real')"
@@ -206,7 +207,7 @@ class SqliteStorage:
         def create(connection: Connection) -> None:
             with _transaction(connection), _mapping_conflicts("session", record.id):
                 connection.execute(
-                    f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", row
+                    f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", row
                 )
 
         await self._write(create)
@@ -214,9 +215,9 @@ class SqliteStorage:
     async def get_session(self, session_id: str) -> SessionRecord | None:
         def get(connection: Connection) -> SessionRecord | None:
             row = connection.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
-            return None if row is None else _session(row)
+            return None if row is None else ROWS.session(row)
 
         return await self._read(get)
 
@@ -289,7 +290,7 @@ class SqliteStorage:
                     raise RecordNotFoundError("session", session_id)
                 first = int(row[0]) - count + 1
                 connection.executemany(
-                    f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
                             session_id,
@@ -324,11 +325,10 @@ class SqliteStorage:
     async def list_events(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         def list_(connection: Connection) -> list[StoredEvent]:
             rows = connection.execute(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ? "
-                "ORDER BY seq",
+                f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
                 (session_id, after_seq),
             ).fetchall()
-            return [_event(row) for row in rows]
+            return [ROWS.event(row) for row in rows]
 
         return await self._read(list_)
 
@@ -354,7 +354,7 @@ class SqliteStorage:
                 _mapping_conflicts("pending confirmation", key, session_id=c.session_id),
             ):
                 connection.execute(
-                    f"INSERT INTO pending_confirmations ({_PENDING_COLUMNS}) "
+                    f"INSERT INTO pending_confirmations ({PENDING_COLUMNS}) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     row,
                 )
@@ -364,22 +364,22 @@ class SqliteStorage:
     async def get_pending(self, session_id: str, call_id: str) -> PendingConfirmation | None:
         def get(connection: Connection) -> PendingConfirmation | None:
             row = connection.execute(
-                f"SELECT {_PENDING_COLUMNS} FROM pending_confirmations "
+                f"SELECT {PENDING_COLUMNS} FROM pending_confirmations "
                 "WHERE session_id = ? AND call_id = ?",
                 (session_id, call_id),
             ).fetchone()
-            return None if row is None else _pending(row)
+            return None if row is None else ROWS.pending(row)
 
         return await self._read(get)
 
     async def list_pending(self, session_id: str) -> list[PendingConfirmation]:
         def list_(connection: Connection) -> list[PendingConfirmation]:
             rows = connection.execute(
-                f"SELECT {_PENDING_COLUMNS} FROM pending_confirmations WHERE session_id = ? "
+                f"SELECT {PENDING_COLUMNS} FROM pending_confirmations WHERE session_id = ? "
                 "ORDER BY created_at, rowid",
                 (session_id,),
             ).fetchall()
-            return [_pending(row) for row in rows]
+            return [ROWS.pending(row) for row in rows]
 
         return await self._read(list_)
 
@@ -420,7 +420,7 @@ class SqliteStorage:
         def start(connection: Connection) -> None:
             with _transaction(connection), _mapping_conflicts("run", r.id, session_id=r.session_id):
                 connection.execute(
-                    f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     row,
                 )
 
@@ -457,10 +457,10 @@ class SqliteStorage:
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         def list_(connection: Connection) -> list[RunRecord]:
             rows = connection.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE session_id = ? ORDER BY started_at, rowid",
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ? ORDER BY started_at, rowid",
                 (session_id,),
             ).fetchall()
-            return [_run(row) for row in rows]
+            return [ROWS.run(row) for row in rows]
 
         return await self._read(list_)
 
@@ -517,11 +517,10 @@ class SqliteStorage:
     async def get_document(self, scope_id: str, store: str, key: str) -> StoreDocument | None:
         def get(connection: Connection) -> StoreDocument | None:
             row = connection.execute(
-                f"SELECT {_DOCUMENT_COLUMNS} FROM store_documents "
-                f"WHERE {_DOCUMENT_KEY} AND {_LIVE}",
+                f"SELECT {DOCUMENT_COLUMNS} FROM store_documents WHERE {_DOCUMENT_KEY} AND {_LIVE}",
                 (scope_id, store, key, _now_text()),
             ).fetchone()
-            return None if row is None else _document(row)
+            return None if row is None else ROWS.document(row)
 
         return await self._read(get)
 
@@ -551,11 +550,11 @@ class SqliteStorage:
                 f"SELECT COUNT(*) FROM store_documents WHERE {condition}", where
             ).fetchone()[0]
             rows = connection.execute(
-                f"SELECT {_DOCUMENT_COLUMNS} FROM store_documents WHERE {condition} "
+                f"SELECT {DOCUMENT_COLUMNS} FROM store_documents WHERE {condition} "
                 f"ORDER BY {order} LIMIT ? OFFSET ?",
                 [*where, *order_values, query.limit, query.offset],
             ).fetchall()
-            return DocumentPage([_document(row) for row in rows], int(total))
+            return DocumentPage([ROWS.document(row) for row in rows], int(total))
 
         return await self._read(run)
 
@@ -590,7 +589,7 @@ class SqliteStorage:
                 if row is None:
                     version, created_text = 1, now_text
                     connection.execute(
-                        f"INSERT INTO store_documents ({_DOCUMENT_COLUMNS}) "
+                        f"INSERT INTO store_documents ({DOCUMENT_COLUMNS}) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (*ids, text, version, created_text, now_text, expires_text),
                     )
@@ -642,7 +641,7 @@ class SqliteStorage:
                 f"FROM store_history WHERE {_DOCUMENT_KEY} ORDER BY version DESC",
                 (scope_id, store, key),
             ).fetchall()
-            return [_document(row) for row in rows]
+            return [ROWS.document(row) for row in rows]
 
         return await self._read(history)
 
@@ -786,71 +785,6 @@ def _filter(name: str, value: FilterValue) -> tuple[str, list[Any]]:
     return f"EXISTS ({element} AND j.type = 'text' AND j.value = ?)", [name, value]
 
 
-def _document(row: Any) -> StoreDocument:
-    return StoreDocument(
-        scope_id=row[0],
-        store=row[1],
-        key=row[2],
-        data=load(row[3]),
-        version=row[4],
-        created_at=_time(row[5]),
-        updated_at=_time(row[6]),
-        expires_at=None if row[7] is None else _time(row[7]),
-    )
-
-
-def _session(row: Any) -> SessionRecord:
-    return SessionRecord(
-        id=row[0],
-        scope_id=row[1],
-        owner=row[2],
-        root_agent=row[3],
-        created_at=_time(row[4]),
-        updated_at=_time(row[5]),
-        metadata=load(row[6]),
-    )
-
-
-def _event(row: Any) -> StoredEvent:
-    return StoredEvent(
-        session_id=row[0],
-        seq=row[1],
-        type=row[2],
-        run_id=row[3],
-        agent=row[4],
-        bundle_version=row[5],
-        created_at=_time(row[6]),
-        data=load(row[7]),
-    )
-
-
-def _pending(row: Any) -> PendingConfirmation:
-    return PendingConfirmation(
-        session_id=row[0],
-        call_id=row[1],
-        run_id=row[2],
-        agent=row[3],
-        tool=row[4],
-        arguments=load(row[5]),
-        state=load(row[6]),
-        created_at=_time(row[7]),
-    )
-
-
-def _run(row: Any) -> RunRecord:
-    return RunRecord(
-        id=row[0],
-        session_id=row[1],
-        parent_run_id=row[2],
-        depth=row[3],
-        agent=row[4],
-        label=row[5],
-        started_at=_time(row[6]),
-        ended_at=None if row[7] is None else _time(row[7]),
-        status=cast(RunStatus, row[8]),
-        usage=load(row[9]),
-        error=row[10],
-    )
-
+ROWS = Decoders(time=datetime.fromisoformat, json=load, body=load)
 
 __all__ = ["BUSY_TIMEOUT_SECONDS", "SqliteStorage"]
