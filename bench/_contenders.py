@@ -431,6 +431,11 @@ CONTENDERS: dict[str, tuple[str, str, Callable[[], Contender]]] = {
         lambda: Amodal("sqlite-memory"),
     ),
     "amodal-memory": ("amodal, dict store (stream)", "amodal", lambda: Amodal("memory")),
+    "amodal-otel": (
+        "amodal, SQLite file + OpenTelemetry",
+        "amodal",
+        lambda: Amodal("sqlite", observers=_tracing),
+    ),
     "openai-agents": ("openai-agents Runner.run", "openai-agents", lambda: OpenAIAgents(False)),
     "openai-agents-stream": (
         "openai-agents Runner.run_streamed",
@@ -448,6 +453,23 @@ CONTENDERS: dict[str, tuple[str, str, Callable[[], Contender]]] = {
         lambda: RawOpenAI(True, 5),
     ),
 }
+
+
+def _tracing() -> list[Any]:
+    """The OpenTelemetry observer as production runs it (a batch processor), exporting
+    nowhere: what the spans cost this process, without a collector's network time."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from runtime.otel import OpenTelemetryObserver
+
+    class Discard(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    return [OpenTelemetryObserver(provider, owns_provider=True)]
 
 
 def make(name: str) -> Contender:

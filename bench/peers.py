@@ -482,6 +482,9 @@ def table(report: dict[str, Any]) -> str:
             f"{rows[a['faster_streaming_peer']]['label']}. "
             f"target {a['target']}: {_met(a['target_met'])} ({ratio:.2f}x)"
         )
+        if "amodal-otel" in rows:
+            cost = rows["amodal-otel"]["turns_per_s"] / rows["amodal"]["turns_per_s"]
+            lines.append(f"with the OpenTelemetry observer on: {cost:.2f}x the turns/s of amodal")
     long = report.get("long_session")
     if long:
         lines += [
