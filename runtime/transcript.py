@@ -56,11 +56,11 @@ def rebuild(
     return _close_open_calls(messages, pending) if repair else messages
 
 
-def open_calls(messages: list[dict[str, Any]]) -> list[str]:
-    """Ids of tool calls that have no result yet."""
+def open_calls(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(id, tool name) of the tool calls that have no result yet."""
     answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
     return [
-        call["id"]
+        (call["id"], call.get("function", {}).get("name", ""))
         for m in messages
         if m["role"] == "assistant"
         for call in m.get("tool_calls", ())
@@ -69,7 +69,7 @@ def open_calls(messages: list[dict[str, Any]]) -> list[str]:
 
 
 def _close_open_calls(messages: list[dict[str, Any]], pending: Set[str]) -> list[dict[str, Any]]:
-    missing = set(open_calls(messages)) - set(pending)
+    missing = {call_id for call_id, _ in open_calls(messages)} - set(pending)
     if not missing:
         return messages
     repaired: list[dict[str, Any]] = []
