@@ -71,6 +71,14 @@ class StoreGrant:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """An agent's sampling settings for its model calls; None leaves the endpoint's default."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AgentDefinition:
     """One `agents/<name>/` directory, merged from AGENT.md, agent.json and agent.py."""
 
@@ -88,6 +96,7 @@ class AgentDefinition:
     stores: tuple[StoreGrant, ...]
     max_tool_calls: int | None
     model_tier: ModelTier
+    model_settings: ModelSettings
     prompt: Template
     context: Template | None
     digest: str
@@ -96,6 +105,16 @@ class AgentDefinition:
     @property
     def is_default(self) -> bool:
         return self.name == DEFAULT_AGENT
+
+    @property
+    def summary(self) -> str:
+        """The first line of the description: what rosters show (delegating agents get it all)."""
+        return summary_line(self.description)
+
+
+def summary_line(description: str) -> str:
+    """The first non-blank line of a description, trimmed."""
+    return next((line.strip() for line in description.splitlines() if line.strip()), "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +133,8 @@ class SkillDefinition:
     body: str
     allowed_tools: tuple[str, ...]
     file: str
+    files: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Supporting text files of the skill's folder, by path relative to it (`load_skill`)."""
 
 
 @dataclass(frozen=True, slots=True)

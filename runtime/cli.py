@@ -96,7 +96,9 @@ def validate(obj: _Context, as_json: bool, offline: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.pass_obj
 def agents(obj: _Context, as_json: bool) -> None:
-    """List the agents: name, display name, role, description, and which is the default."""
+    """List the agents: name, display name, role, description, and which is the default.
+
+    The table shows each description's first line; --json gives the whole text."""
     bundle = obj.bundle()
     rows = [
         {
@@ -118,7 +120,7 @@ def agents(obj: _Context, as_json: bool) -> None:
                 agent.name + (" (default)" if agent.is_default else ""),
                 agent.display_name,
                 agent.role or "",
-                agent.description,
+                agent.summary,
             ]
             for agent in sorted(bundle.agents.values(), key=lambda agent: agent.name)
         ],

@@ -125,7 +125,11 @@ def _resources(bundle: Bundle, surface: Surface) -> str:
 
 
 def _item(name: str, description: str) -> str:
-    return f"- {name}: {description}" if description else f"- {name}"
+    """A list item; a description of several lines keeps them, indented under the item."""
+    if not description:
+        return f"- {name}"
+    first, *rest = [line.rstrip() for line in description.strip().splitlines()]
+    return "\n".join([f"- {name}: {first}", *(f"  {line}" if line else "" for line in rest)])
 
 
 def _store(store: StoreDefinition, mode: str) -> str:
