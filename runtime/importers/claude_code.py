@@ -126,7 +126,8 @@ def agent_files(source: Path) -> list[Path]:
         return [source]
     folders = folders_named(source, ("agents",))
     if not folders:
-        return markdown_files(source)
+        # A folder of agent files (`~/.claude/agents` itself), unless it is a skills tree.
+        return [] if folders_named(source, ("skills",)) else markdown_files(source)
     return sorted({path for folder in folders for path in markdown_files(folder)})
 
 

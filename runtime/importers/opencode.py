@@ -114,8 +114,8 @@ def wildcard(value: str, pattern: str) -> bool:
     """OpenCode's match: `*` any characters, `?` one, the rest literal, the whole value;
     a pattern ending in ` *` also matches the bare command."""
     regex = re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".")
-    if regex.endswith(" .*"):
-        regex = regex[:-3] + "( .*)?"
+    if regex.endswith(r"\ .*"):
+        regex = regex[:-4] + "( .*)?"
     return re.fullmatch(regex, value, re.DOTALL) is not None
 
 
@@ -417,7 +417,7 @@ def _map_tools(draft: AgentDraft, rules: list[Rule], own: dict[str, Any]) -> Non
 def _map_delegation(draft: AgentDraft, rules: list[Rule], callable_keys: list[str]) -> None:
     asked = []
     subagents = []
-    for key in callable_keys:
+    for key in sorted(callable_keys):
         if key == draft.key:
             continue
         action = evaluate("task", key, rules)
