@@ -158,3 +158,10 @@ def skill_files(root: Path) -> list[Path]:
     for folder in folders_named(root, ("skills", "skill")):
         found.extend(sorted(path for path in folder.glob("*/SKILL.md") if path.is_file()))
     return sorted(set(found))
+
+
+def outside(paths: list[Path], exclude: Path | None) -> list[Path]:
+    """`paths` less those inside `exclude`."""
+    if exclude is None:
+        return paths
+    return [path for path in paths if not path.resolve().is_relative_to(exclude)]

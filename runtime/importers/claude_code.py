@@ -18,6 +18,7 @@ from runtime.importers._source import (
     SourceError,
     folders_named,
     markdown_files,
+    outside,
     read_markdown,
     skill_files,
 )
@@ -96,17 +97,20 @@ def import_claude_code(source: Path, target: Path, *, dry_run: bool = False) -> 
     source = source.expanduser().resolve()
     if not source.exists():
         raise FileNotFoundError(f"{source}: no such file or folder")
-    drafts = read_claude_code(source, _declared_mcp(target))
+    drafts = read_claude_code(source, _declared_mcp(target), exclude=target.resolve())
     return run_import(FORMAT, source, target, drafts, dry_run=dry_run)
 
 
-def read_claude_code(source: Path, mcp_servers: frozenset[str] = frozenset()) -> Drafts:
+def read_claude_code(
+    source: Path, mcp_servers: frozenset[str] = frozenset(), *, exclude: Path | None = None
+) -> Drafts:
+    """Drafts of every agent and skill under `source`, leaving out the folder `exclude`
+    (the repo being imported into, when it lies inside the source)."""
     drafts = Drafts()
-    files = agent_files(source)
-    for path in files:
+    for path in outside(agent_files(source), exclude):
         _read_agent(path, source, drafts, mcp_servers)
     skills = skill_files(source) if source.is_dir() else []
-    for path in skills:
+    for path in outside(skills, exclude):
         read_skill(path, source, drafts, _skill_tools)
     if any(draft.inherits_tools for draft in drafts.agents):
         drafts.notes.append(_INHERIT_NOTE)

@@ -20,6 +20,7 @@ from runtime.importers._source import (
     SourceError,
     folders_named,
     markdown_files,
+    outside,
     read_jsonc,
     read_markdown,
     read_text,
@@ -195,7 +196,7 @@ def import_opencode(source: Path, target: Path, *, dry_run: bool = False) -> Imp
     source = source.expanduser().resolve()
     if not source.exists():
         raise FileNotFoundError(f"{source}: no such file or folder")
-    drafts = read_opencode(source, _declared_mcp(target))
+    drafts = read_opencode(source, _declared_mcp(target), exclude=target.resolve())
     return run_import(FORMAT, source, target, drafts, dry_run=dry_run)
 
 
@@ -210,16 +211,20 @@ class _Agent:
     warnings: list[str]
 
 
-def read_opencode(source: Path, mcp_servers: frozenset[str] = frozenset()) -> Drafts:
+def read_opencode(
+    source: Path, mcp_servers: frozenset[str] = frozenset(), *, exclude: Path | None = None
+) -> Drafts:
+    """Drafts of every agent and skill under `source`, leaving out the folder `exclude`
+    (the repo being imported into, when it lies inside the source)."""
     drafts = Drafts()
     config, config_path = _config(source, drafts)
-    agents = _markdown_agents(source, drafts)
+    agents = _markdown_agents(source, drafts, exclude)
     _config_agents(config, config_path, source, agents, drafts)
     global_rules = rules_from(config.get("permission") or config.get("permissions"), 1)
     global_rules = rules_from(agent_permission({"tools": config.get("tools")}), 1) + global_rules
     _global_notes(global_rules, config, drafts)
     skills = skill_files(source) if source.is_dir() else []
-    for path in skills:
+    for path in outside(skills, exclude):
         read_skill(path, source, drafts, _skill_tools)
     skill_names = [skill.name for skill in drafts.skills]
     callable_keys = [a.key for a in agents.values() if a.entry.get("mode") != "primary"]
@@ -261,7 +266,7 @@ def _relative(path: Path, source: Path) -> str:
         return path.as_posix()
 
 
-def _markdown_agents(source: Path, drafts: Drafts) -> dict[str, _Agent]:
+def _markdown_agents(source: Path, drafts: Drafts, exclude: Path | None) -> dict[str, _Agent]:
     if source.is_file():
         places = [(source.parent, [source])]
     else:
@@ -275,7 +280,7 @@ def _markdown_agents(source: Path, drafts: Drafts) -> dict[str, _Agent]:
         ]
     agents: dict[str, _Agent] = {}
     for folder, files in places:
-        for path in files:
+        for path in outside(files, exclude):
             relative = _relative(path, source)
             try:
                 document = read_markdown(path)

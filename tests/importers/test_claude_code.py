@@ -421,3 +421,15 @@ def test_dry_run_writes_nothing_and_reports_the_same(tmp_path: Path) -> None:
     assert not (tmp_path / "repo").exists()
     assert outcome(dry, "agents/a.md").status == "imported with warnings"
     assert "agents/a/AGENT.md" in dry.written
+
+
+def test_a_repo_inside_the_source_is_not_read_back_as_source(tmp_path: Path) -> None:
+    from runtime.importers import import_claude_code
+    from tests.conftest import write_repo
+
+    source = write_repo(tmp_path / "src", {"agents/a.md": agent("a", "Read")})
+    first = import_claude_code(source, source / "team")
+    second = import_claude_code(source, source / "team")
+
+    assert [item.source for item in second.outcomes] == ["agents/a.md"]
+    assert second.written == () and first.written
