@@ -173,14 +173,9 @@ def access(permission: str, rules: list[Rule]) -> str:
     `some` (allowed for some inputs only). Patterns of OpenCode's own defaults (asking
     before reading `.env` files) are its baseline and not counted as a limit."""
     matching = [rule for rule in rules if wildcard(permission, rule.permission)]
-    if not matching:
-        return "ask"
-    star = (
-        max(i for i, rule in enumerate(matching) if rule.pattern == "*")
-        if any(rule.pattern == "*" for rule in matching)
-        else -1
-    )
-    base = matching[star].action if star >= 0 else "ask"
+    stars = [index for index, rule in enumerate(matching) if rule.pattern == "*"]
+    star = stars[-1] if stars else -1
+    base = matching[star].action if stars else "ask"
     later = [rule for rule in matching[star + 1 :] if rule.layer > 0]
     if base == "deny" and not any(rule.action != "deny" for rule in later):
         return "deny"
@@ -431,6 +426,19 @@ def _map_delegation(draft: AgentDraft, rules: list[Rule], callable_keys: list[st
         elif action == "ask":
             asked.append(key)
     draft.subagents = subagents
+    named = {
+        rule.pattern
+        for rule in rules
+        if rule.layer in (1, 2) and rule.permission == "task" and rule.action == "allow"
+    }
+    missing = sorted(
+        name for name in named - set(callable_keys) - {draft.key} if not re.search(r"[*?]", name)
+    )
+    if missing:
+        draft.warnings.append(
+            f"permission.task: {', '.join(missing)}: no such agent in this import (OpenCode's "
+            "built-in general and explore agents have no equivalent), so not a subagent"
+        )
     if asked:
         draft.warnings.append(
             f"permission.task: OpenCode asks before delegating to {', '.join(asked)}; the "

@@ -127,7 +127,7 @@ def test_delegation_follows_task_rules_and_modes(tmp_path: Path) -> None:
         ".opencode/agent/lead.md": md("description: Leads.\nmode: primary"),
         ".opencode/agent/picky.md": md(
             "description: Picky.\nmode: primary\npermission:\n  task:\n    '*': deny\n"
-            "    'review*': allow\n    writer: ask"
+            "    'review*': allow\n    writer: ask\n    explore: allow"
         ),
         ".opencode/agent/reviewer.md": md("description: Reviews.\nmode: subagent"),
         ".opencode/agent/writer.md": md("description: Writes.\nmode: subagent"),
@@ -141,6 +141,7 @@ def test_delegation_follows_task_rules_and_modes(tmp_path: Path) -> None:
     assert config(tmp_path, "lead")["subagents"] == ["both", "chief", "reviewer", "writer"]
     assert config(tmp_path, "picky")["subagents"] == ["reviewer"]
     assert warned(outcome(report, ".opencode/agent/picky.md"), "permission.task", "writer")
+    assert warned(outcome(report, ".opencode/agent/picky.md"), "task: explore", "built-in")
     assert "subagents" not in config(tmp_path, "reviewer")  # a subagent cannot delegate
     assert config(tmp_path, "chief")["subagents"] == ["both", "reviewer", "writer"]
     assert "lead" not in config(tmp_path, "both")["subagents"]  # primary: not callable
