@@ -8,7 +8,6 @@ warning that names it and says what to use instead.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from runtime.importers._source import (
     skill_files,
 )
 from runtime.importers.report import ImportReport, Outcome
-from runtime.importers.writer import ALL, AgentDraft, Drafts, run_import
+from runtime.importers.writer import ALL, AgentDraft, Drafts, declared_mcp_servers, run_import
 
 FORMAT = "claude-code"
 DEFAULT_TOOLS = ("read_file", "write_file", "list_files", "glob_files", "grep_files")
@@ -97,7 +96,7 @@ def import_claude_code(source: Path, target: Path, *, dry_run: bool = False) -> 
     source = source.expanduser().resolve()
     if not source.exists():
         raise FileNotFoundError(f"{source}: no such file or folder")
-    drafts = read_claude_code(source, _declared_mcp(target), exclude=target.resolve())
+    drafts = read_claude_code(source, declared_mcp_servers(target), exclude=target.resolve())
     return run_import(FORMAT, source, target, drafts, dry_run=dry_run)
 
 
@@ -309,11 +308,3 @@ def _skill_tools(names: list[str], warnings: list[str]) -> list[str]:
             if tool not in tools:
                 tools.append(tool)
     return tools
-
-
-def _declared_mcp(target: Path) -> frozenset[str]:
-    try:
-        config = json.loads((target / "amodal.json").read_text(encoding="utf-8"))
-        return frozenset(config.get("mcp", {}).get("servers", {}))
-    except (OSError, ValueError, AttributeError):
-        return frozenset()

@@ -26,9 +26,8 @@ from runtime.importers._source import (
     read_text,
     skill_files,
 )
-from runtime.importers.claude_code import _declared_mcp
 from runtime.importers.report import ImportReport, Outcome
-from runtime.importers.writer import AgentDraft, Drafts, run_import
+from runtime.importers.writer import AgentDraft, Drafts, declared_mcp_servers, run_import
 
 FORMAT = "opencode"
 CONFIG_NAMES = ("opencode.json", "opencode.jsonc")
@@ -191,7 +190,7 @@ def import_opencode(source: Path, target: Path, *, dry_run: bool = False) -> Imp
     source = source.expanduser().resolve()
     if not source.exists():
         raise FileNotFoundError(f"{source}: no such file or folder")
-    drafts = read_opencode(source, _declared_mcp(target), exclude=target.resolve())
+    drafts = read_opencode(source, declared_mcp_servers(target), exclude=target.resolve())
     return run_import(FORMAT, source, target, drafts, dry_run=dry_run)
 
 

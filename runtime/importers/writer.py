@@ -365,6 +365,15 @@ def tier_notes(root: Path, tiers: Iterable[str]) -> list[str]:
     ]
 
 
+def declared_mcp_servers(target: Path) -> frozenset[str]:
+    """The MCP servers the target repo's amodal.json declares (none when it has none)."""
+    try:
+        config = json.loads((target / "amodal.json").read_text(encoding="utf-8"))
+        return frozenset(config.get("mcp", {}).get("servers", {}))
+    except (OSError, ValueError, AttributeError):
+        return frozenset()
+
+
 def run_import(
     format_name: str, source: Path, target: Path, drafts: Drafts, *, dry_run: bool
 ) -> ImportReport:
