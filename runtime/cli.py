@@ -96,7 +96,9 @@ def validate(obj: _Context, as_json: bool, offline: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.pass_obj
 def agents(obj: _Context, as_json: bool) -> None:
-    """List the agents: name, display name, role, description, and which is the default."""
+    """List the agents: name, display name, role, description, and which is the default.
+
+    The table shows each description's first line; --json gives the whole text."""
     bundle = obj.bundle()
     rows = [
         {
@@ -118,7 +120,7 @@ def agents(obj: _Context, as_json: bool) -> None:
                 agent.name + (" (default)" if agent.is_default else ""),
                 agent.display_name,
                 agent.role or "",
-                agent.description,
+                agent.summary,
             ]
             for agent in sorted(bundle.agents.values(), key=lambda agent: agent.name)
         ],
@@ -288,3 +290,51 @@ def serve(obj: _Context, host: str, port: int, no_reload: bool) -> None:
 
     obj.bundle()  # every error printed, exit 1, before anything starts
     sys.exit(run_server(obj.repo, host, port, reload=not no_reload))
+
+
+@main.group(name="import")
+def import_group() -> None:
+    """Bring agents from another tool: Claude Code or OpenCode (see docs/import.md)."""
+
+
+def _import_command(format_name: str, summary: str) -> None:
+    @import_group.command(name=format_name, help=summary)
+    @click.argument("source", type=click.Path(exists=True, path_type=Path))
+    @click.option(
+        "--into",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="The agent repo to import into; made with `amodal init` when it has no "
+        "amodal.json (default: the current agent repo).",
+    )
+    @click.option("--dry-run", is_flag=True, help="Report what would be imported; write nothing.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the report as a JSON list.")
+    @click.pass_obj
+    def command(
+        obj: _Context, source: Path, into: Path | None, dry_run: bool, as_json: bool
+    ) -> None:
+        from runtime.importers import import_claude_code, import_opencode
+
+        target = into if into is not None else obj.repo
+        run = import_claude_code if format_name == "claude-code" else import_opencode
+        report = run(source, target, dry_run=dry_run)
+        click.echo(json.dumps(report.as_json(), indent=2) if as_json else report.text())
+        if as_json:
+            click.echo(report.summary(), err=True)
+        for error in report.validation_errors:
+            click.echo(f"error: {error}", err=True)
+        if report.validation_errors:
+            sys.exit(1)
+        if not dry_run:
+            click.echo(f"next: cd {target} && amodal validate && amodal agents", err=True)
+
+
+_import_command(
+    "claude-code",
+    "Import Claude Code subagents and skills from SOURCE: a .claude/agents folder, a project "
+    "or user folder, or a plugin tree or marketplace.",
+)
+_import_command(
+    "opencode",
+    "Import OpenCode agents and skills from SOURCE: a project (.opencode/agent/, "
+    "opencode.json), a config folder, or an agent folder.",
+)

@@ -278,6 +278,7 @@ def _agent_json(bundle: Bundle, name: str) -> dict[str, Any]:
         "name": agent.name,
         "display_name": agent.display_name,
         "description": agent.description,
+        "summary": agent.summary,
         "role": agent.role,
         "default": agent.is_default,
     }
