@@ -33,6 +33,7 @@ from runtime.models.router import ModelRouter
 from runtime.observe import Observers, RunObserver
 from runtime.reload import LiveBundle, watch
 from runtime.storage import Storage, default_database_path, open_storage
+from runtime.streams import TurnStreams
 
 ModelChoice = str | Model | tuple[Any, str] | None
 """A model name, an `(openai.AsyncOpenAI, model name)` pair, or any `Model`."""
@@ -72,11 +73,15 @@ class ChatResult:
 class Runtime:
     """An agent repo, its database and its models, open for chats. Make one with `open`."""
 
-    def __init__(self, live: LiveBundle, storage: Storage, chats: ChatService) -> None:
+    def __init__(
+        self, live: LiveBundle, storage: Storage, chats: ChatService, streams: TurnStreams
+    ) -> None:
         self.live = live
         self.storage = storage
         self.chats = chats
         """The lower-level service the HTTP server uses (turns that refuse before streaming)."""
+        self.streams = streams
+        """Turns run in the background for clients that may lose their stream (HTTP)."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -111,10 +116,11 @@ class Runtime:
         chats = ChatService(live, storage, router, observers=watching)
         try:
             async with anyio.create_task_group() as group:
+                group.start_soon(chats.leases.run)
                 if watch_repo:
                     ignore = default_database_path(root).parent
                     group.start_soon(lambda: watch(live, ignore=ignore))
-                yield cls(live, storage, chats)
+                yield cls(live, storage, chats, TurnStreams(chats.leases, group))
                 group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):

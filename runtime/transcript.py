@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Set
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from runtime.storage import Storage
 
 INTERRUPTED = json.dumps({"error": "interrupted: the turn ended before this call finished"})
 
@@ -66,6 +69,14 @@ def open_calls(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
         for call in m.get("tool_calls", ())
         if call["id"] not in answered
     ]
+
+
+async def unanswered_calls(storage: Storage, session_id: str) -> list[tuple[str, str]]:
+    """(id, tool name) of the session's tool calls left without a result, except those a
+    person is asked to approve: what a turn that was cut off must close."""
+    pending = {p.call_id for p in await storage.list_pending(session_id)}
+    messages = rebuild(await storage.list_events(session_id), repair=False)
+    return [(call_id, name) for call_id, name in open_calls(messages) if call_id not in pending]
 
 
 def _close_open_calls(messages: list[dict[str, Any]], pending: Set[str]) -> list[dict[str, Any]]:

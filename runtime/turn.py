@@ -36,7 +36,7 @@ from runtime.runs import RunResult, TurnScope, recorded_run
 from runtime.storage import PendingConfirmation, RunRecord, SessionRecord, StoredEvent, utc_now
 from runtime.surface import Surface, resolve
 from runtime.tools import ToolContext
-from runtime.transcript import INTERRUPTED, open_calls, rebuild
+from runtime.transcript import INTERRUPTED, rebuild, unanswered_calls
 
 if TYPE_CHECKING:
     from runtime.chats import ChatService
@@ -112,7 +112,6 @@ class Turn:
         try:
             try:
                 async for event in self._events():
-                    await self.lease.keep()
                     if isinstance(event, events.ModelUsage):
                         self.usage += event.usage
                     yield event
@@ -296,20 +295,16 @@ class Turn:
 
     async def _close_interrupted(self) -> None:
         """Give every call left without a result an `interrupted` one (a cancelled turn)."""
-        storage = self.service.storage
-        pending = {p.call_id for p in await storage.list_pending(self.session.id)}
-        messages = rebuild(await storage.list_events(self.session.id), repair=False)
-        for call_id, name in open_calls(messages):
-            if call_id not in pending:
-                await self._record(
-                    "tool_result",
-                    call_id=call_id,
-                    name=name,
-                    status="error",
-                    duration_ms=0,
-                    error="interrupted",
-                    content=INTERRUPTED,
-                )
+        for call_id, name in await unanswered_calls(self.service.storage, self.session.id):
+            await self._record(
+                "tool_result",
+                call_id=call_id,
+                name=name,
+                status="error",
+                duration_ms=0,
+                error="interrupted",
+                content=INTERRUPTED,
+            )
 
     async def _record(self, type: str, **data: Any) -> None:
         await self._log.record(type, data, run_id=self.run_id, agent=self.agent)

@@ -24,11 +24,12 @@ from runtime.events import Event
 from runtime.exceptions import AmodalError, RequestError, UnknownAgentError
 from runtime.inspection import inspect_agent
 from runtime.metrics import Metrics
+from runtime.replay import position
 from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError, error_response, install_error_handlers
 from runtime.server.store_routes import add_store_routes
 from runtime.storage import RunRecord
-from runtime.turn import Turn
+from runtime.streams import LiveTurn
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 T = TypeVar("T")
@@ -70,7 +71,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
             body.message, body.agent, body.context, body.session_id, body.autonomous
         )
         turn = await _start(chats.start_turn(request, who))
-        return await _respond(turn, body.stream)
+        return await _respond(runtime.streams.start(turn), body.stream)
 
     @app.post("/sessions/{session_id}/confirmations/{call_id}")
     async def confirm(
@@ -82,7 +83,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         who = auth.caller(authorization)
         _check_session_id(session_id)
         turn = await _start(chats.start_confirmation(session_id, call_id, body.approve, who))
-        return await _respond(turn, body.stream)
+        return await _respond(runtime.streams.start(turn), body.stream)
 
     @app.get("/sessions/{session_id}")
     async def get_session(
@@ -107,8 +108,9 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
                     **{k: v for k, v in e.data.items() if k != "key"},
                 }
                 for e in events
-                # The system prompt is the operator's business, not every caller's.
-                if who.operator or e.type != "prompt"
+                # The system prompt is the operator's business, not every caller's; the pieces
+                # a reply streamed in are on /events (the `assistant` entry has it whole).
+                if (who.operator or e.type != "prompt") and e.type != "text"
             ],
         }
 
@@ -119,6 +121,25 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         who = auth.caller(authorization)
         _check_session_id(session_id)
         return run_tree(await _start(chats.get_runs(session_id, who)))
+
+    @app.get("/sessions/{session_id}/events")
+    async def session_events(
+        session_id: str,
+        after: str | None = None,
+        authorization: Annotated[str | None, Header()] = None,
+        last_event_id: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        """The session's events after an id (`?after=` or `Last-Event-ID`), then its running
+        turn live until `done`, as SSE: how a client that lost its stream picks it up."""
+        who = auth.caller(authorization)
+        _check_session_id(session_id)
+        await _start(chats.get_session(session_id, who))
+        given = after if after is not None else last_event_id
+        try:
+            seen = position(given) if given else (0, 0)
+        except ValueError as error:
+            raise ApiError(422, "invalid_event_id", str(error)) from error
+        return _event_stream(runtime.streams.follow(session_id, seen))
 
     @app.delete("/sessions/{session_id}", status_code=204)
     async def delete_session(
@@ -210,14 +231,12 @@ def _check_session_id(session_id: str) -> None:
         )
 
 
-async def _respond(turn: Turn, stream: bool) -> Response:
+async def _respond(live: LiveTurn, stream: bool) -> Response:
+    """The turn's events as SSE, or one JSON document when it ends. Either way the turn runs
+    to its end if the client goes away; the client can pick its events up again."""
     if stream:
-        return StreamingResponse(
-            _sse(turn),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-    result = ChatResult.of([event async for event in turn.events()])
+        return _event_stream(live.tail())
+    result = ChatResult.of([event async for event in live.tail()])
     return JSONResponse(
         {
             "session_id": result.session_id,
@@ -230,14 +249,21 @@ async def _respond(turn: Turn, stream: bool) -> Response:
     )
 
 
-async def _sse(turn: Turn) -> AsyncIterator[bytes]:
-    async for event in turn.events():
-        yield _frame(event)
+def _event_stream(streamed: AsyncIterator[Event]) -> StreamingResponse:
+    async def frames() -> AsyncIterator[bytes]:
+        async for event in streamed:
+            yield _frame(event)
+
+    return StreamingResponse(
+        frames(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 def _frame(event: Event) -> bytes:
     data = json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event.type}\ndata: {data}\n\n".encode()
+    return f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n".encode()
 
 
 def run_tree(runs: list[RunRecord]) -> dict[str, Any]:

@@ -29,12 +29,23 @@ def run_server(repo: Path, host: str, port: int, *, reload: bool) -> int:
     except KeyboardInterrupt:
         pass
     except BaseExceptionGroup as group:
+        refused = group.subgroup(AmodalError)
+        if refused is not None:  # raised inside the runtime's task group: say it plainly
+            print(f"Error: {_first(refused)}", file=sys.stderr)
+            return 1
         if group.subgroup(SystemExit) is None:
             raise
         # uvicorn exits when it cannot listen (it has logged why, e.g. the port is taken).
         print(f"Error: could not serve on {host}:{port}", file=sys.stderr)
         return 1
     return 0
+
+
+def _first(group: BaseExceptionGroup[AmodalError]) -> BaseException:
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
 
 
 async def serve(repo: Path, host: str, port: int, reload: bool) -> None:

@@ -508,6 +508,25 @@ class PostgresStorage:
 
         return await self._read(list_)
 
+    async def interrupt_runs(
+        self, session_id: str, error: str, ended_at: datetime | None = None
+    ) -> list[RunRecord]:
+        ended = aware(ended_at or utc_now(), "ended_at")
+
+        async def close(connection: Connection) -> list[RunRecord]:
+            # The old rows are returned: UPDATE ... RETURNING gives the new ones.
+            cursor = await connection.execute(
+                f"WITH closed AS (SELECT {RUN_COLUMNS}, ordinal FROM runs "
+                "WHERE session_id = %s AND status = 'running' FOR UPDATE), "
+                "updated AS (UPDATE runs SET status = 'interrupted', error = %s, ended_at = %s "
+                "WHERE id IN (SELECT id FROM closed)) "
+                f"SELECT {RUN_COLUMNS} FROM closed ORDER BY started_at, ordinal",
+                (session_id, error, ended),
+            )
+            return [ROWS.run(row) for row in await cursor.fetchall()]
+
+        return await self._write(close)
+
     # --- turn leases ------------------------------------------------------
 
     async def try_acquire_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:

@@ -464,6 +464,33 @@ class SqliteStorage:
 
         return await self._read(list_)
 
+    async def interrupt_runs(
+        self, session_id: str, error: str, ended_at: datetime | None = None
+    ) -> list[RunRecord]:
+        ended = iso(ended_at or utc_now(), "ended_at")
+        running = f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ? AND status = 'running'"
+
+        def find(connection: Connection) -> bool:
+            return connection.execute(running + " LIMIT 1", (session_id,)).fetchone() is not None
+
+        # Read first: a turn start asks every time, and nearly always finds nothing to write.
+        if not await self._read(find):
+            return []
+
+        def close(connection: Connection) -> list[RunRecord]:
+            with _transaction(connection):
+                rows = connection.execute(
+                    running + " ORDER BY started_at, rowid", (session_id,)
+                ).fetchall()
+                connection.execute(
+                    "UPDATE runs SET status = 'interrupted', error = ?, ended_at = ? "
+                    "WHERE session_id = ? AND status = 'running'",
+                    (error, ended, session_id),
+                )
+            return [ROWS.run(row) for row in rows]
+
+        return await self._write(close)
+
     # --- turn leases ------------------------------------------------------
 
     async def try_acquire_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:

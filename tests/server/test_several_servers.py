@@ -18,6 +18,7 @@ import psycopg
 
 from runtime.testing import ScriptedModel
 from tests.server.conftest import ServeProcess, parse_sse
+from tests.server.test_durability import SLOW, follow, read_until_tool_call
 
 REPO = {
     "tools/charge/tool.json": {"description": "Charge a card.", "confirm": True},
@@ -153,3 +154,25 @@ def test_store_documents_are_shared_and_purged_by_the_servers(
         else:
             raise AssertionError("the expired document was never purged")
     assert httpx.get(f"{b.url}/stores/cache/k1", timeout=10).status_code == 404
+
+
+def test_a_turn_running_on_one_server_is_followed_live_from_the_other(
+    make_repo: Callable[..., Path],
+    serve: Callable[..., ServeProcess],
+    postgres_url: str,
+    scripted_model: ScriptedModel,
+) -> None:
+    repo = make_repo(SLOW)
+    env = {"DATABASE_URL": postgres_url, "MODEL_MAIN": "scripted"}
+    a, b = serve(repo, env, "--no-reload"), serve(repo, env, "--no-reload")
+    a.wait_ready()
+    b.wait_ready()
+    scripted_model.tool_call("slow", {}, id="call_slow").reply("Done, slowly.")
+    first = read_until_tool_call(a.url, {"message": "go"})
+    session_id = first[0]["session_id"]
+
+    rest = follow(b.url, session_id, first[-1]["_id"])  # the turn still runs on a
+
+    everything = follow(a.url, session_id, "0")
+    assert first + rest == everything
+    assert rest[-1]["type"] == "done" and rest[-1]["reason"] == "model_stop"

@@ -775,3 +775,29 @@ async def test_operations_after_close_raise_storage_closed_and_close_is_idempote
         await opened.get_session("s1")
     with pytest.raises(StorageClosedError):
         await opened.create_session(session_record())
+
+
+async def test_interrupting_closes_the_running_runs_of_one_session_only(storage):
+    await storage.create_session(session_record("s1"))
+    await storage.create_session(session_record("s2"))
+    await storage.start_run(run("r1", "s1"))
+    await storage.start_run(
+        run("r2", "s1", parent_run_id="r1", depth=1, started_at=T0 + timedelta(seconds=1))
+    )
+    await storage.start_run(run("r3", "s1", started_at=T0 + timedelta(seconds=2)))
+    await storage.end_run("r3", "ok", {"input": 1})
+    await storage.start_run(run("other", "s2"))
+    ended = T0 + timedelta(hours=1)
+
+    closed = await storage.interrupt_runs("s1", "interrupted: the server stopped", ended)
+
+    assert [(r.id, r.status) for r in closed] == [("r1", "running"), ("r2", "running")]
+    runs = {r.id: r for r in await storage.list_runs("s1")}
+    assert (runs["r1"].status, runs["r1"].error, runs["r1"].ended_at) == (
+        "interrupted",
+        "interrupted: the server stopped",
+        ended,
+    )
+    assert runs["r2"].status == "interrupted" and runs["r3"].status == "ok"
+    assert (await storage.list_runs("s2"))[0].status == "running"
+    assert await storage.interrupt_runs("s1", "again") == []
