@@ -44,8 +44,8 @@ class _Context:
             raise click.ClickException(f"--repo {self._repo}: there is no {REPO_FILE} there")
         return self._repo
 
-    def load(self, *, offline: bool = False) -> LoadResult:
-        return load_repo(self.repo, offline=offline)
+    def load(self, *, offline: bool = False, evals: bool = False) -> LoadResult:
+        return load_repo(self.repo, offline=offline, evals=evals)
 
     def bundle(self) -> Bundle:
         """The bundle, or exit 1 after printing every error (commands that need a valid repo)."""
@@ -77,8 +77,8 @@ def main(context: click.Context, repo: Path | None, verbose: bool) -> None:
 @click.option("--offline", is_flag=True, help="Check env: references by form only.")
 @click.pass_obj
 def validate(obj: _Context, as_json: bool, offline: bool) -> None:
-    """Check every file of the repo; exit 1 listing every error."""
-    result = obj.load(offline=offline)
+    """Check every file of the repo, eval suites included; exit 1 listing every error."""
+    result = obj.load(offline=offline, evals=True)
     _print_findings(result, as_json=as_json)
     if result.bundle is None:
         sys.exit(1)
@@ -87,7 +87,8 @@ def validate(obj: _Context, as_json: bool, offline: bool) -> None:
         click.echo(
             f"valid: {len(bundle.agents)} agents, {len(bundle.skills)} skills, "
             f"{len(bundle.stores)} stores, {len(bundle.knowledge)} knowledge documents, "
-            f"{len(bundle.tools)} custom tools (version {bundle.version})",
+            f"{len(bundle.tools)} custom tools, {len(result.suites)} eval suites "
+            f"(version {bundle.version})",
             err=True,
         )
 
