@@ -123,6 +123,27 @@ class Runtime:
                     await storage.close()
                 watching.close()
 
+    @contextlib.asynccontextmanager
+    async def with_database(
+        self, database: str | os.PathLike[str] | Storage
+    ) -> AsyncIterator[Runtime]:
+        """This runtime's repo, models and observers over another database: a path or URL
+        (opened here, closed when the block ends) or an open `Storage` (left open). Evals
+        give each case a throwaway one: `async with rt.with_database(":memory:") as case:`."""
+        owned = isinstance(database, str | os.PathLike)
+        storage = (
+            await open_storage(database) if isinstance(database, str | os.PathLike) else database
+        )
+        try:
+            chats = ChatService(
+                self.live, storage, self.chats.models, observers=self.chats.observers
+            )
+            yield Runtime(self.live, storage, chats)
+        finally:
+            if owned:
+                with anyio.CancelScope(shield=True):
+                    await storage.close()
+
     @classmethod
     def run_sync(cls, repo: str | os.PathLike[str], message: str, **options: Any) -> ChatResult:
         """One turn, blocking, for scripts: `open`'s options (`database`, `model`, `observers`)
