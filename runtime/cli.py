@@ -289,3 +289,74 @@ def serve(obj: _Context, host: str, port: int, no_reload: bool) -> None:
 
     obj.bundle()  # every error printed, exit 1, before anything starts
     sys.exit(run_server(obj.repo, host, port, reload=not no_reload))
+
+
+@main.command("eval")
+@click.argument("suites", nargs=-1)
+@click.option(
+    "--case", "cases", multiple=True, metavar="NAME", help="Run only this case (repeatable)."
+)
+@click.option(
+    "--repeat",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Run each case N times.",
+)
+@click.option(
+    "--concurrency",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Cases running at once.",
+)
+@click.option(
+    "--min-pass-rate",
+    type=click.FloatRange(0, 1),
+    help="A case passes when this share of its attempts passes (default: all of them).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
+@click.option(
+    "--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here."
+)
+@click.option("--compare", nargs=2, metavar="RUN_A RUN_B", help="Compare two kept runs instead.")
+@click.pass_obj
+def eval_(
+    obj: _Context,
+    suites: tuple[str, ...],
+    cases: tuple[str, ...],
+    repeat: int,
+    concurrency: int,
+    min_pass_rate: float | None,
+    as_json: bool,
+    junit: Path | None,
+    compare: tuple[str, str] | None,
+) -> None:
+    """Run the eval suites of evals/ (all, or the SUITES named); exit 1 when a case fails.
+
+    Each case runs in a fresh session on a throwaway database. Runs are kept under
+    .amodal/evals/; `--compare RUN_A RUN_B` (run ids, `latest`, `previous` or files)
+    lists the cases that regressed and improved.
+    """
+    from runtime.evals.terminal import compare_command, run_command  # loads rich
+
+    if compare:
+        sys.exit(compare_command(obj.repo, *compare, as_json=as_json))
+    result = obj.load(evals=True)
+    _print_findings(result, as_json=False, errors_to_stderr=True)
+    if result.bundle is None:
+        sys.exit(1)
+    sys.exit(
+        run_command(
+            obj.repo,
+            result.bundle,
+            result.suites,
+            names=suites,
+            cases=cases,
+            repeat=repeat,
+            concurrency=concurrency,
+            min_pass_rate=min_pass_rate,
+            as_json=as_json,
+            junit=junit,
+        )
+    )
