@@ -20,7 +20,7 @@ import pytest
 pytest_plugins = ["runtime.testing.pytest_plugin", "tests._postgres", "tests._harness"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_FILES = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools")
+EXAMPLE_FILES = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools", "evals")
 
 MINIMAL_REPO: dict[str, Any] = {
     "amodal.json": {"name": "test-repo", "version": "1.0.0"},
