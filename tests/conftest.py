@@ -62,11 +62,9 @@ def make_repo(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-@pytest.fixture
-def example_repo(tmp_path: Path) -> Path:
-    """A copy of the example repo at the project root, safe to edit."""
-    root = tmp_path / "example"
-    root.mkdir()
+def copy_example_repo(root: Path) -> Path:
+    """Copy the example repo at the project root into `root` (created)."""
+    root.mkdir(parents=True)
     for name in EXAMPLE_FILES:
         source = PROJECT_ROOT / name
         if source.is_dir():
@@ -74,6 +72,12 @@ def example_repo(tmp_path: Path) -> Path:
         else:
             shutil.copy(source, root / name)
     return root
+
+
+@pytest.fixture
+def example_repo(tmp_path: Path) -> Path:
+    """A copy of the example repo at the project root, safe to edit."""
+    return copy_example_repo(tmp_path / "example")
 
 
 @dataclass

@@ -25,10 +25,12 @@ from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictInt,
     StringConstraints,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -40,8 +42,20 @@ Text = Annotated[_StrictStr, StringConstraints(min_length=1)]
 OneLine = Annotated[
     _StrictStr, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\r\n]*$")
 ]
-Texts = Text | Annotated[list[Text], Field(min_length=1)]
-"""One text, or a list of them (each must hold)."""
+Texts = Annotated[
+    list[Text],
+    BeforeValidator(lambda value: [value] if isinstance(value, str) else value),
+    Field(min_length=1),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+            ]
+        }
+    ),
+]
+"""One text, or a list of them (each must hold); read as a list."""
 
 EXPECTATIONS = (
     "reply_contains",
@@ -76,14 +90,14 @@ class Expect(_Shape):
     reply_matches: Texts | None = Field(
         default=None, description="A Python regular expression `re.search` finds in the last reply."
     )
-    tools_called: list[Text] | None = Field(
+    tools_called: Texts | None = Field(
         default=None,
         description="Tools called in this order, others allowed in between (a subsequence).",
     )
-    tools_not_called: list[Text] | None = Field(
+    tools_not_called: Texts | None = Field(
         default=None, description="Tools never called, by any agent of the case."
     )
-    subagents_called: list[Text] | None = Field(
+    subagents_called: Texts | None = Field(
         default=None, description="Specialists that ran at least once, in any order."
     )
     done_reason: DoneReason | None = Field(default=None, description="How the last turn ended.")

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from pydantic_core import ErrorDetails
+
 from runtime.bundle import DEFAULT_AGENT, MAIN_AGENT, StoreDefinition
 from runtime.evals.suite import Case, CaseFile, Expect, Suite, SuiteFile
 from runtime.repo._reader import Reader
@@ -84,7 +86,7 @@ def _load_suite(
         if len(report.errors) == found:  # an empty YAML document (or `~`): nothing reported yet
             report.error(relative, "the suite is empty: write `cases:` with at least one case")
         return None
-    parsed = report.validate(SuiteFile, data, source)
+    parsed = report.validate(SuiteFile, data, source, rename=_unquoted)
     if parsed is None:
         return None
     checker = _Checker(report, source, names)
@@ -169,10 +171,8 @@ class _Checker:
                 self.unknown("agent", agent, self.names.agents - {DEFAULT_AGENT}, path)
         for store, documents in (expect.store or {}).items():
             self.store(store, documents, (*at, "store", store))
-        for index, pattern in enumerate(_texts(expect.reply_matches)):
-            path = (*at, "reply_matches") + (
-                (index,) if isinstance(expect.reply_matches, list) else ()
-            )
+        for index, pattern in enumerate(expect.reply_matches or ()):
+            path = (*at, "reply_matches", index)
             try:
                 re.compile(pattern)
             except re.error as error:
@@ -212,7 +212,15 @@ class _Checker:
                     )
 
 
-def _texts(value: str | list[str] | None) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
+def _unquoted(detail: ErrorDetails) -> str | None:
+    """A clearer message for YAML's non-strings where text belongs (`yes`, `on`, `3`)."""
+    value = detail.get("input")
+    if detail["type"] not in ("string_type", "list_type") or not isinstance(
+        value, bool | int | float
+    ):
+        return None
+    expected = "a string" if detail["type"] == "string_type" else "a string or a list of strings"
+    return (
+        f"expected {expected}, got {value!r}: YAML reads unquoted yes, no, on, off, true, "
+        "false and numbers as other types; quote it"
+    )
