@@ -61,7 +61,7 @@ def run_command(
     try:
         chosen = select(suites, names, cases)
     except LookupError as error:
-        raise click.BadParameter(str(error.args[0])) from error
+        raise click.UsageError(str(error.args[0])) from error
     attempts = len(chosen) * repeat
     show_progress = not as_json and sys.stderr.isatty()
     progress = Progress(
@@ -69,24 +69,19 @@ def run_command(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[failed]}"),
+        TextColumn("[red]{task.fields[failed]}"),
         TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
         disable=not show_progress,
     )
-    task = progress.add_task("eval", total=attempts, failed="")
+    task = progress.add_task(f"{len(chosen)} cases", total=attempts, failed="")
     failed = 0
 
     def advance(case: Case, attempt: AttemptRecord) -> None:
         nonlocal failed
         failed += attempt.status != "passed"
-        progress.update(
-            task,
-            advance=1,
-            description=case.id[:40],
-            failed=f"{failed} not passed" if failed else "",
-        )
+        progress.update(task, advance=1, failed=f"{failed} not passed" if failed else "")
 
     async def run() -> RunRecord:
         return await run_evals(
