@@ -116,6 +116,12 @@ class Runtime:
                     group.start_soon(lambda: watch(live, ignore=ignore))
                 yield cls(live, storage, chats)
                 group.cancel_scope.cancel()
+        except ExceptionGroup as failed:
+            # The task group (it only runs the watcher) wraps what the block raised; the
+            # caller asked for a runtime, not a task group, so give back its own exception.
+            if len(failed.exceptions) != 1:
+                raise
+            raise failed.exceptions[0] from None
         finally:
             with anyio.CancelScope(shield=True):
                 await router.aclose()

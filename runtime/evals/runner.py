@@ -42,7 +42,7 @@ from runtime.evals.record import (
 )
 from runtime.evals.suite import Case, Suite
 from runtime.events import Usage
-from runtime.exceptions import RequestError
+from runtime.exceptions import AmodalError, RequestError
 from runtime.repo._report import did_you_mean, known
 from runtime.storage import MAX_QUERY_LIMIT, DocumentQuery, JSONObject
 
@@ -101,6 +101,9 @@ async def run_evals(
     with tempfile.TemporaryDirectory(prefix="amodal-eval-") as scratch:
         folder = Path(scratch)
         async with Runtime.open(bundle, database=folder / "run.db", model=model) as runtime:
+            # Resolve the session model before the clock of any case starts: the first
+            # resolution loads the SDK (or starts the offline model, or says none is set).
+            await runtime.chats.models.model(runtime.bundle, "default")
 
             async def attempt(index: int, number: int) -> None:
                 async with limiter:
@@ -111,10 +114,16 @@ async def run_evals(
                 if on_attempt is not None:
                     on_attempt(cases[index], record)
 
-            async with anyio.create_task_group() as group:
-                for number in range(1, repeat + 1):
-                    for index in range(len(cases)):
-                        group.start_soon(attempt, index, number)
+            try:
+                async with anyio.create_task_group() as group:
+                    for number in range(1, repeat + 1):
+                        for index in range(len(cases)):
+                            group.start_soon(attempt, index, number)
+            except ExceptionGroup as failed:
+                # Not a case's failure (those are recorded) but the set-up's: a model that
+                # cannot be reached as configured, a database that cannot be made. The
+                # run stops with the first such error, as itself.
+                raise _first(failed) from None
     records = tuple(
         CaseRecord.of(
             suite=case.suite,
@@ -284,6 +293,20 @@ async def _judge(runtime: Runtime, case: Case, seen: Observation) -> Grade:
         list(zip(case.turns, seen.replies, strict=False)),
         [use.name for use in seen.trajectory],
     )
+
+
+def _first(failed: ExceptionGroup) -> Exception:
+    """The first error of a group, an `AmodalError` when there is one."""
+    leaves = list(_leaves(failed))
+    return next((leaf for leaf in leaves if isinstance(leaf, AmodalError)), leaves[0])
+
+
+def _leaves(failed: BaseException) -> Iterable[Exception]:
+    if isinstance(failed, ExceptionGroup):
+        for inner in failed.exceptions:
+            yield from _leaves(inner)
+    elif isinstance(failed, Exception):
+        yield failed
 
 
 def _remove(database: Path) -> None:

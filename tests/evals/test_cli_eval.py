@@ -396,3 +396,15 @@ def test_the_progress_bar_shows_on_a_terminal_only(
     assert "2/2" in shown.decode(errors="replace")  # attempts done, of all
     assert "━" in shown.decode(errors="replace")  # the bar
     assert "━" not in piped.stderr
+
+
+def test_a_model_set_up_that_cannot_work_stops_the_run_before_any_case(
+    new_repo: Path, amodal: Callable[..., Any]
+) -> None:
+    # The endpoint is set (the test guard's) but MODEL_MAIN is not: no model name.
+    result = amodal("eval", cwd=new_repo)
+
+    assert result.code == 1
+    assert result.stderr.startswith("Error: a model endpoint is configured")
+    assert "set MODEL_MAIN" in result.stderr
+    assert not (new_repo / ".amodal/evals").exists()
