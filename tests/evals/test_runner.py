@@ -379,6 +379,13 @@ def test_a_verdict_is_a_json_object_with_a_boolean_pass_and_a_reason(text, verdi
     assert (None if parsed is None else (parsed.passed, parsed.reason)) == verdict
 
 
+def test_the_grading_prompts_are_documented_word_for_word():
+    page = (Path(__file__).resolve().parents[2] / "docs/evals.md").read_text(encoding="utf-8")
+
+    assert f"```text\n{JUDGE_PROMPT}\n```" in page
+    assert f"```text\n{RETRY_PROMPT}\n```" in page
+
+
 # ---------------------------------------------------------------- choosing cases
 
 
