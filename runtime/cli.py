@@ -341,6 +341,10 @@ def eval_(
     from runtime.evals.terminal import compare_command, run_command  # loads rich
 
     if compare:
+        if suites or cases or junit:
+            raise click.UsageError(
+                "--compare reads two kept runs: it takes no SUITE, --case or --junit"
+            )
         sys.exit(compare_command(obj.repo, *compare, as_json=as_json))
     result = obj.load(evals=True)
     _print_findings(result, as_json=False, errors_to_stderr=True)

@@ -408,3 +408,10 @@ def test_a_model_set_up_that_cannot_work_stops_the_run_before_any_case(
     assert result.stderr.startswith("Error: a model endpoint is configured")
     assert "set MODEL_MAIN" in result.stderr
     assert not (new_repo / ".amodal/evals").exists()
+
+
+def test_compare_takes_no_suite_or_case(new_repo: Path, amodal: Callable[..., Any]) -> None:
+    result = amodal("eval", "triage", "--compare", "previous", "latest", cwd=new_repo)
+
+    assert result.code == 2
+    assert "--compare reads two kept runs" in result.stderr
