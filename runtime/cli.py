@@ -44,8 +44,8 @@ class _Context:
             raise click.ClickException(f"--repo {self._repo}: there is no {REPO_FILE} there")
         return self._repo
 
-    def load(self, *, offline: bool = False) -> LoadResult:
-        return load_repo(self.repo, offline=offline)
+    def load(self, *, offline: bool = False, evals: bool = False) -> LoadResult:
+        return load_repo(self.repo, offline=offline, evals=evals)
 
     def bundle(self) -> Bundle:
         """The bundle, or exit 1 after printing every error (commands that need a valid repo)."""
@@ -77,8 +77,8 @@ def main(context: click.Context, repo: Path | None, verbose: bool) -> None:
 @click.option("--offline", is_flag=True, help="Check env: references by form only.")
 @click.pass_obj
 def validate(obj: _Context, as_json: bool, offline: bool) -> None:
-    """Check every file of the repo; exit 1 listing every error."""
-    result = obj.load(offline=offline)
+    """Check every file of the repo, eval suites included; exit 1 listing every error."""
+    result = obj.load(offline=offline, evals=True)
     _print_findings(result, as_json=as_json)
     if result.bundle is None:
         sys.exit(1)
@@ -87,7 +87,8 @@ def validate(obj: _Context, as_json: bool, offline: bool) -> None:
         click.echo(
             f"valid: {len(bundle.agents)} agents, {len(bundle.skills)} skills, "
             f"{len(bundle.stores)} stores, {len(bundle.knowledge)} knowledge documents, "
-            f"{len(bundle.tools)} custom tools (version {bundle.version})",
+            f"{len(bundle.tools)} custom tools, {len(result.suites)} eval suites "
+            f"(version {bundle.version})",
             err=True,
         )
 
@@ -283,13 +284,20 @@ def chat(
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
 @click.option("--no-reload", is_flag=True, help="Do not watch the repo for changes.")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Server processes on one port, sharing the database.",
+)
 @click.pass_obj
-def serve(obj: _Context, host: str, port: int, no_reload: bool) -> None:
+def serve(obj: _Context, host: str, port: int, no_reload: bool, workers: int) -> None:
     """Serve the HTTP API (chat with SSE streaming, sessions, agents, health)."""
     from runtime.server.serve import run_server
 
     obj.bundle()  # every error printed, exit 1, before anything starts
-    sys.exit(run_server(obj.repo, host, port, reload=not no_reload))
+    sys.exit(run_server(obj.repo, host, port, reload=not no_reload, workers=workers))
 
 
 @main.group(name="import")
@@ -338,3 +346,78 @@ _import_command(
     "Import OpenCode agents and skills from SOURCE: a project (.opencode/agent/, "
     "opencode.json), a config folder, or an agent folder.",
 )
+
+
+@main.command("eval")
+@click.argument("suites", nargs=-1)
+@click.option(
+    "--case", "cases", multiple=True, metavar="NAME", help="Run only this case (repeatable)."
+)
+@click.option(
+    "--repeat",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Run each case N times.",
+)
+@click.option(
+    "--concurrency",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Cases running at once.",
+)
+@click.option(
+    "--min-pass-rate",
+    type=click.FloatRange(0, 1),
+    help="A case passes when this share of its attempts passes (default: all of them).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
+@click.option(
+    "--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here."
+)
+@click.option("--compare", nargs=2, metavar="RUN_A RUN_B", help="Compare two kept runs instead.")
+@click.pass_obj
+def eval_(
+    obj: _Context,
+    suites: tuple[str, ...],
+    cases: tuple[str, ...],
+    repeat: int,
+    concurrency: int,
+    min_pass_rate: float | None,
+    as_json: bool,
+    junit: Path | None,
+    compare: tuple[str, str] | None,
+) -> None:
+    """Run the eval suites of evals/ (all, or the SUITES named); exit 1 when a case fails.
+
+    Each case runs in a fresh session on a throwaway database. Runs are kept under
+    .amodal/evals/; `--compare RUN_A RUN_B` (run ids, `latest`, `previous` or files)
+    lists the cases that regressed and improved.
+    """
+    from runtime.evals.terminal import compare_command, run_command  # loads rich
+
+    if compare:
+        if suites or cases or junit:
+            raise click.UsageError(
+                "--compare reads two kept runs: it takes no SUITE, --case or --junit"
+            )
+        sys.exit(compare_command(obj.repo, *compare, as_json=as_json))
+    result = obj.load(evals=True)
+    _print_findings(result, as_json=False, errors_to_stderr=True)
+    if result.bundle is None:
+        sys.exit(1)
+    sys.exit(
+        run_command(
+            obj.repo,
+            result.bundle,
+            result.suites,
+            names=suites,
+            cases=cases,
+            repeat=repeat,
+            concurrency=concurrency,
+            min_pass_rate=min_pass_rate,
+            as_json=as_json,
+            junit=junit,
+        )
+    )

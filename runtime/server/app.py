@@ -8,6 +8,7 @@ are always `{"error": {"code", "message"}}`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Awaitable
 from typing import Annotated, Any, TypeVar
@@ -197,7 +198,12 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "bundle_version": live().version, "reload_error": live.reload_error}
+        return {
+            "status": "ok",
+            "bundle_version": live().version,
+            "reload_error": live.reload_error,
+            "process": os.getpid(),  # which server process answered (`--workers N`)
+        }
 
     metrics = Metrics()
     metrics.count_reload_failures(lambda: live.failed_reloads)

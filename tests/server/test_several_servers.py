@@ -176,3 +176,43 @@ def test_a_turn_running_on_one_server_is_followed_live_from_the_other(
     everything = follow(a.url, session_id, "0")
     assert first + rest == everything
     assert rest[-1]["type"] == "done" and rest[-1]["reason"] == "model_stop"
+
+
+def test_workers_serve_one_port_and_still_run_one_turn_per_session(
+    make_repo: Callable[..., Path], serve: Callable[..., ServeProcess]
+) -> None:
+    with ScriptedModel(latency=2.0) as slow:
+        slow.respond(lambda request: "done")
+        env = {"OPENAI_BASE_URL": slow.base_url, "MODEL_MAIN": "scripted"}
+        server = serve(make_repo(), env, "--no-reload", "--workers", "2")
+        server.wait_ready()
+        answered: set[int] = set()
+        for _ in range(300):  # a new connection each time: any worker may take it
+            answered.add(
+                httpx.get(f"{server.url}/health", headers={"Connection": "close"}).json()["process"]
+            )
+            if len(answered) == 2:
+                break
+        assert len(answered) == 2 and server.process.pid not in answered
+
+        first = httpx.post(
+            f"{server.url}/chat", json={"message": "one", "stream": False}, timeout=30
+        )
+        session = first.json()["session_id"]
+        results: list[int] = []
+
+        def turn() -> None:
+            response = httpx.post(
+                f"{server.url}/chat",
+                json={"message": "again", "session_id": session, "stream": False},
+                headers={"Connection": "close"},
+                timeout=30,
+            )
+            results.append(response.status_code)
+
+        threads = [threading.Thread(target=turn) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(results) == [200] + [409] * 5
