@@ -12,7 +12,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, Header, Request
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -27,10 +27,11 @@ from runtime.metrics import Metrics
 from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError, error_response, install_error_handlers
 from runtime.server.store_routes import add_store_routes
-from runtime.storage import RunRecord
+from runtime.storage import MAX_QUERY_LIMIT, RunRecord, SessionRecord
 from runtime.turn import Turn
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_OFFSET = 1_000_000
 T = TypeVar("T")
 
 
@@ -83,6 +84,21 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         _check_session_id(session_id)
         turn = await _start(chats.start_confirmation(session_id, call_id, body.approve, who))
         return await _respond(turn, body.stream)
+
+    @app.get("/sessions")
+    async def list_sessions(
+        limit: Annotated[int, Query(ge=1, le=MAX_QUERY_LIMIT)] = 20,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        """The caller's own sessions (every session for an operator), newest activity first."""
+        who = auth.caller(authorization)
+        sessions = await _start(chats.list_sessions(who, limit=limit, offset=offset))
+        return {
+            "sessions": [_session_json(session) for session in sessions],
+            "limit": limit,
+            "offset": offset,
+        }
 
     @app.get("/sessions/{session_id}")
     async def get_session(
@@ -269,6 +285,15 @@ def run_tree(runs: list[RunRecord]) -> dict[str, Any]:
             "running": sum(1 for r in specialists if r.status == "running"),
             "recent_labels": [r.label for r in recent],
         },
+    }
+
+
+def _session_json(session: SessionRecord) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "agent": session.root_agent,
+        "created_at": session.created_at.isoformat(),
+        "updated_at": session.updated_at.isoformat(),
     }
 
 
