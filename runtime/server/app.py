@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from runtime.api import ChatResult, Runtime
 from runtime.bundle import Bundle
 from runtime.caller import ChatRequest
+from runtime.console import add_console
 from runtime.events import Event
 from runtime.exceptions import AmodalError, RequestError, UnknownAgentError
 from runtime.inspection import inspect_agent
@@ -206,6 +207,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         return Response(metrics.render(), media_type=metrics.content_type)
 
     add_store_routes(app, live, runtime.storage, auth)
+    add_console(app, auth)
     return app
 
 
