@@ -207,6 +207,29 @@ def test_ask_choice_is_answered_by_a_click(page: Page, desk: Desk) -> None:
     expect(question).to_contain_text("You chose: INV-42")
 
 
+def test_picking_another_agent_hands_the_session_over_and_each_reply_keeps_its_agent(
+    page: Page, desk: Desk
+) -> None:
+    sign_in(page, ALICE_KEY)
+    page.goto(desk.url + "/console/chat")
+    send(page, "Hello there")
+    expect(page.locator('[data-agent="default"]')).to_contain_text("Hello from the desk.")
+
+    page.get_by_role("combobox", name="Agent").select_option("researcher")
+    send(page, "Over to you")
+
+    expect(page.get_by_text("Handoff: default → researcher")).to_be_visible()
+    expect(page.locator('[data-agent="researcher"]')).to_contain_text("researcher finished")
+    page.reload()
+    expect(page.get_by_role("combobox", name="Agent")).to_have_value("researcher")
+    expect(page.locator("article.reply")).to_have_count(2)
+    expect(page.locator("article.reply").first).to_have_attribute("data-agent", "default")
+    expect(page.locator("article.reply").last).to_have_attribute("data-agent", "researcher")
+    note = page.locator("details.handoff-note")
+    note.locator("summary").click()
+    expect(note).to_contain_text("[Agent handoff] default -> researcher")
+
+
 def test_a_session_is_found_again_with_its_transcript_and_tree_after_a_reload(
     page: Page, desk: Desk
 ) -> None:
