@@ -51,6 +51,29 @@ def test_a_new_user_opens_the_roster_on_loopback_without_signing_in(
     screenshot(page, "agents")
 
 
+def test_a_new_user_chats_with_the_research_desk_and_finds_the_session_again(
+    page: Page, example_server: ServeProcess
+) -> None:
+    page.goto(example_server.url + "/")
+    page.get_by_role("link", name="Chat with Desk Lead").click()
+    expect(page.get_by_role("combobox", name="Agent")).to_have_value("default")
+    send(page, "Please delegate this plan")
+
+    expect(page.locator('[data-agent="default"]')).to_contain_text("The team finished.")
+    root = page.get_by_role("tree").get_by_role("treeitem", name="default", exact=True)
+    for name in SPECIALISTS:
+        specialist = root.get_by_role("treeitem", name=name, exact=True)
+        expect(specialist.locator(".status")).to_have_text("ok")
+    session_id = page.url.split("session=")[1]
+
+    page.get_by_role("navigation").get_by_role("link", name="Sessions").click()
+    page.get_by_role("link", name=session_id, exact=True).click()
+    expect(page.locator("article.from-user")).to_have_text(re.compile("Please delegate this plan$"))
+    expect(page.locator('article.reply[data-agent="default"]')).to_contain_text(
+        "The team finished."
+    )
+
+
 def test_a_token_typed_once_signs_the_tab_in_on_every_page(page: Page, desk: Desk) -> None:
     page.goto(desk.url + "/")
     expect(page.get_by_role("table", name="Agents")).to_have_count(0)
