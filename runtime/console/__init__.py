@@ -56,7 +56,11 @@ def add_console(app: FastAPI, auth: Authenticator) -> None:
     """Serve the console's pages, scripts and styles on `app` (none of it in the OpenAPI)."""
 
     def page(template: str, **values: Any) -> HTMLResponse:
-        html = _templates.get_template(f"{template}.html").render(page=template, **values)
+        # `section`: the navigation link of the page (an agent is under Agents, ...).
+        section = {"agent": "agents", "session": "sessions"}.get(template, template)
+        html = _templates.get_template(f"{template}.html").render(
+            page=template, section=section, **values
+        )
         return HTMLResponse(html, headers=PAGE_HEADERS)
 
     @app.get("/", include_in_schema=False)

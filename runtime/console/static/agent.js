@@ -2,7 +2,7 @@
 // with its reason, and the compiled system prompt (the browser's `amodal inspect`).
 
 import { api, ApiError, caller } from "./api.js";
-import { h, notice, show, table } from "./dom.js";
+import { h, notice, pages, show, table } from "./dom.js";
 
 const name = document.getElementById("main").dataset.agentName;
 const facts = document.getElementById("agent-facts");
@@ -18,12 +18,20 @@ try {
     h(
       "dl",
       { class: "facts" },
-      h("dt", {}, "Name"), h("dd", {}, h("code", {}, agent.name)),
-      h("dt", {}, "Role"), h("dd", {}, agent.role || "none"),
-      h("dt", {}, "Default"), h("dd", {}, agent.default ? "yes: it answers chats that name no agent" : "no"),
-      h("dt", {}, "Description"), h("dd", { class: "text" }, agent.description || "none"),
+      h("dt", {}, "Name"),
+      h("dd", {}, h("code", {}, agent.name)),
+      h("dt", {}, "Role"),
+      h("dd", {}, agent.role || "none"),
+      h("dt", {}, "Default"),
+      h("dd", {}, agent.default ? "yes: it answers chats that name no agent" : "no"),
+      h("dt", {}, "Description"),
+      h("dd", { class: "text" }, agent.description || "none"),
     ),
-    h("p", {}, h("a", { href: `/console/chat?agent=${encodeURIComponent(agent.name)}` }, `Chat with ${agent.display_name}`)),
+    h(
+      "p",
+      {},
+      h("a", { href: pages.chat({ agent: agent.name }) }, `Chat with ${agent.display_name}`),
+    ),
   );
 } catch (error) {
   // `main` (unscoped chat) has a surface even when no agents/main folder exists.
@@ -41,8 +49,11 @@ await inspect();
 async function inspect() {
   const query = new URLSearchParams();
   try {
-    if (who.operator) pairs("Claims", form.elements.claims.value).forEach(([k, v]) => query.append(`claim.${k}`, v));
-    pairs("Context", form.elements.context.value).forEach(([k, v]) => query.append(`context.${k}`, v));
+    // Only an operator may ask for another caller's claims; anyone else sees their own.
+    const claims = who.operator ? pairs("Claims", form.elements.claims.value) : [];
+    claims.forEach(([key, value]) => query.append(`claim.${key}`, value));
+    const context = pairs("Context", form.elements.context.value);
+    context.forEach(([key, value]) => query.append(`context.${key}`, value));
     const view = await api(`/agents/${encodeURIComponent(name)}/surface?${query}`);
     show(surface, ...draw(view));
   } catch (error) {
@@ -63,20 +74,27 @@ function pairs(what, text) {
 }
 
 function draw(view) {
+  const none = (text = "none") => h("p", { class: "note" }, text);
   const list = (items) =>
-    items.length === 0 ? h("p", { class: "note" }, "none") : h("ul", { class: "names" }, items.map((item) => h("li", {}, item)));
+    items.length === 0 ? none() : h("ul", { class: "names" }, items.map((it) => h("li", {}, it)));
   const stores = Object.entries(view.stores).map(([store, mode]) => `${store} (${mode})`);
+  const excluded = view.excluded.map((item) => [item.kind, item.name, item.reason]);
   return [
-    h("h3", {}, "Tools"), list(view.tools),
-    h("h3", {}, "Skills"), list(view.skills),
-    h("h3", {}, "Stores"), list(stores),
-    h("h3", {}, "Specialists"), list(view.subagents),
+    h("h3", {}, "Tools"),
+    list(view.tools),
+    h("h3", {}, "Skills"),
+    list(view.skills),
+    h("h3", {}, "Stores"),
+    list(stores),
+    h("h3", {}, "Specialists"),
+    list(view.subagents),
     h("h3", {}, "Excluded"),
-    view.excluded.length === 0
-      ? h("p", { class: "note" }, "Nothing: every declared resource is available.")
-      : h("div", { class: "scroll" }, table("Excluded", ["Kind", "Name", "Reason"], view.excluded.map((x) => [x.kind, x.name, x.reason]))),
-    h("h3", {}, "System prompt"), h("pre", { class: "prompt" }, view.system_prompt),
+    excluded.length === 0
+      ? none("Nothing: every declared resource is available.")
+      : h("div", { class: "scroll" }, table("Excluded", ["Kind", "Name", "Reason"], excluded)),
+    h("h3", {}, "System prompt"),
+    h("pre", { class: "prompt" }, view.system_prompt),
     h("h3", {}, "Context prompt"),
-    view.context_prompt === null ? h("p", { class: "note" }, "none") : h("pre", { class: "prompt" }, view.context_prompt),
+    view.context_prompt === null ? none() : h("pre", { class: "prompt" }, view.context_prompt),
   ];
 }

@@ -32,7 +32,7 @@ export async function api(path, { method = "GET", body } = {}) {
 /** The API's `{"error": {"code", "message"}}` of a refused request, as an ApiError. */
 export async function failure(response) {
   const body = await response.json().catch(() => null);
-  const error = body && body.error ? body.error : { code: "http_error", message: response.statusText };
+  const error = body?.error ?? { code: "http_error", message: response.statusText };
   return new ApiError(response.status, error.code, error.message);
 }
 
@@ -54,7 +54,8 @@ async function signIn() {
 function askForToken(problem) {
   const form = document.getElementById("sign-in");
   const input = document.getElementById("token");
-  document.getElementById("sign-in-error").textContent = problem ? `Not signed in: ${problem}.` : "";
+  const why = document.getElementById("sign-in-error");
+  why.textContent = problem ? `Not signed in: ${problem}.` : "";
   form.hidden = false;
   input.focus();
   return new Promise((resolve) => {

@@ -3,7 +3,7 @@
 // address (?session=), so a reload or a link brings the conversation back.
 
 import { api, caller } from "./api.js";
-import { h, show } from "./dom.js";
+import { h, pages, show } from "./dom.js";
 import { follow, streamTurn } from "./sse.js";
 import { Transcript } from "./transcript.js";
 import { RunTree } from "./tree.js";
@@ -83,8 +83,8 @@ async function ask(text) {
 }
 
 async function decide(callId, approve) {
-  const path = `/sessions/${encodeURIComponent(sessionId)}/confirmations/${encodeURIComponent(callId)}`;
-  await run(path, { approve });
+  const session = encodeURIComponent(sessionId);
+  await run(`/sessions/${session}/confirmations/${encodeURIComponent(callId)}`, { approve });
 }
 
 async function run(path, body) {
@@ -134,11 +134,12 @@ async function recover(current) {
     transcript.note("The connection to this turn was lost: this is the session's log.");
     const last = session.events.at(-1);
     if (last === undefined || last.type === "done") return;
-    const followed = await follow(sessionId, last.seq, (event) => current() && transcript.apply(event));
+    const draw = (event) => current() && transcript.apply(event);
+    const followed = await follow(sessionId, last.seq, draw);
     if (followed === "done") return;
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
-  if (current()) transcript.problem("The turn has not finished yet: reload the page later to see it.");
+  if (current()) transcript.problem("The turn has not finished yet: reload the page later.");
 }
 
 async function redraw() {
@@ -165,6 +166,6 @@ function adopt(id) {
     sessionLine,
     id === null
       ? "A new session starts with your first message."
-      : ["Session ", h("a", { href: `/console/sessions/${encodeURIComponent(id)}` }, id)],
+      : ["Session ", h("a", { href: pages.session(id) }, id)],
   );
 }

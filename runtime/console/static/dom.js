@@ -17,6 +17,13 @@ export function h(tag, attributes = {}, ...children) {
   return element;
 }
 
+/** The console's own pages, by what they show. */
+export const pages = {
+  agent: (name) => `/console/agents/${encodeURIComponent(name)}`,
+  chat: (query) => `/console/chat?${new URLSearchParams(query)}`,
+  session: (id) => `/console/sessions/${encodeURIComponent(id)}`,
+};
+
 /** Replace what `element` shows. */
 export function show(element, ...children) {
   element.replaceChildren(...present(children));
@@ -59,5 +66,5 @@ export function when(iso) {
 }
 
 function present(children) {
-  return children.flat().filter((child) => child !== null && child !== undefined && child !== false);
+  return children.flat().filter((child) => ![null, undefined, false].includes(child));
 }

@@ -2,7 +2,7 @@
 // per line) and the MCP servers, from GET /health, refreshed every few seconds.
 
 import { api } from "./api.js";
-import { h, notice, pretty, show } from "./dom.js";
+import { h, notice, show } from "./dom.js";
 
 const EVERY_MS = 3000;
 const health = document.getElementById("health");
@@ -24,14 +24,20 @@ function draw(status) {
     h(
       "dl",
       { class: "facts" },
-      h("dt", {}, "Status"), h("dd", {}, status.status),
-      h("dt", {}, "Bundle version"), h("dd", {}, h("code", {}, status.bundle_version)),
+      h("dt", {}, "Status"),
+      h("dd", {}, status.status),
+      h("dt", {}, "Bundle version"),
+      h("dd", {}, h("code", {}, status.bundle_version)),
     ),
     h("h2", {}, "Reload errors"),
     errors.length === 0
-      ? h("p", { class: "note" }, "None: the last reload succeeded.")
+      ? notice("None: the last reload succeeded.")
       : [
-          h("p", { class: "problem" }, "The last reload failed; the bundle above keeps serving. Fix these and save:"),
+          h(
+            "p",
+            { class: "problem" },
+            "The last reload failed; the bundle above keeps serving. Fix these and save:",
+          ),
           h("ul", { class: "errors" }, errors.map((line) => h("li", {}, h("code", {}, line)))),
         ],
     h("h2", {}, "MCP servers"),
@@ -39,19 +45,30 @@ function draw(status) {
   ];
 }
 
+// `mcp` of /health: a list of {name, status, error?} or an object of name to status
+// (or to such an object); absent when this server has no MCP support.
 function mcp(servers) {
-  if (servers === undefined || servers === null) return h("p", { class: "note" }, "This server reports no MCP servers.");
+  if (servers === undefined || servers === null) {
+    return notice("This server reports no MCP servers.");
+  }
   const entries = Array.isArray(servers)
     ? servers.map((server) => [server.name, server])
     : Object.entries(servers);
-  if (entries.length === 0) return h("p", { class: "note" }, "No MCP servers are configured.");
+  if (entries.length === 0) return notice("No MCP servers are configured.");
   return h(
     "ul",
     { class: "names" },
     entries.map(([name, server]) => {
-      const state = typeof server === "string" ? server : server.status;
-      const detail = typeof server === "object" && server !== null && server.error ? `: ${server.error}` : "";
-      return h("li", {}, h("code", {}, String(name)), " ", h("span", { class: "status", "data-status": state }, pretty(state ?? "unknown")), detail);
+      const about = typeof server === "object" && server !== null ? server : { status: server };
+      const state = String(about.status ?? "unknown");
+      return h(
+        "li",
+        {},
+        h("code", {}, String(name)),
+        " ",
+        h("span", { class: "status", "data-status": state }, state),
+        about.error ? `: ${about.error}` : "",
+      );
     }),
   );
 }

@@ -1,7 +1,7 @@
 // Session: its transcript (each reply with the agent that wrote it) and its run tree.
 
 import { api, caller } from "./api.js";
-import { h, show, notice, when } from "./dom.js";
+import { h, notice, pages, show, when } from "./dom.js";
 import { Transcript } from "./transcript.js";
 import { RunTree } from "./tree.js";
 
@@ -21,11 +21,14 @@ try {
     h(
       "dl",
       { class: "facts" },
-      h("dt", {}, "Agent"), h("dd", {}, session.agent),
-      h("dt", {}, "Started"), h("dd", {}, when(session.created_at)),
-      h("dt", {}, "Last activity"), h("dd", {}, when(session.updated_at)),
+      h("dt", {}, "Agent"),
+      h("dd", {}, session.agent),
+      h("dt", {}, "Started"),
+      h("dd", {}, when(session.created_at)),
+      h("dt", {}, "Last activity"),
+      h("dd", {}, when(session.updated_at)),
     ),
-    h("p", {}, h("a", { href: `/console/chat?session=${encodeURIComponent(id)}` }, "Continue in Chat")),
+    h("p", {}, h("a", { href: pages.chat({ session: id }) }, "Continue in Chat")),
   );
   for (const event of session.events) transcript.apply(event);
   tree.load(runs.runs);

@@ -1,7 +1,7 @@
 // Sessions: the sessions this credential may open (GET /sessions), newest activity first.
 
 import { api, caller } from "./api.js";
-import { h, notice, show, table, when } from "./dom.js";
+import { h, notice, pages, show, table, when } from "./dom.js";
 
 const PAGE = 50;
 const list = document.getElementById("sessions");
@@ -17,27 +17,29 @@ async function load() {
     const page = await api(`/sessions?limit=${PAGE}&offset=${rows.length}`);
     rows.push(...page.sessions);
     more.hidden = page.sessions.length < PAGE;
-    show(
-      list,
-      rows.length === 0
-        ? notice("No sessions yet: start one in Chat.")
-        : table(
-            "Sessions",
-            ["Session", "Agent", "Last activity", "Started", "Chat"],
-            rows.map((session) => [
-              h("a", { href: `/console/sessions/${encodeURIComponent(session.id)}` }, h("code", {}, session.id)),
-              session.agent,
-              when(session.updated_at),
-              when(session.created_at),
-              h(
-                "a",
-                { href: `/console/chat?session=${encodeURIComponent(session.id)}`, "aria-label": `Continue session ${session.id} in Chat` },
-                "Continue",
-              ),
-            ]),
-          ),
-    );
+    show(list, rows.length === 0 ? notice("No sessions yet: start one in Chat.") : listed());
   } catch (error) {
     show(list, notice(error.message, { problem: true }));
   }
+}
+
+function listed() {
+  return table(
+    "Sessions",
+    ["Session", "Agent", "Last activity", "Started", "Chat"],
+    rows.map((session) => [
+      h("a", { href: pages.session(session.id) }, h("code", {}, session.id)),
+      session.agent,
+      when(session.updated_at),
+      when(session.created_at),
+      h(
+        "a",
+        {
+          href: pages.chat({ session: session.id }),
+          "aria-label": `Continue session ${session.id} in Chat`,
+        },
+        "Continue",
+      ),
+    ]),
+  );
 }

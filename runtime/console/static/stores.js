@@ -8,6 +8,7 @@ const PAGE = 20;
 const access = document.getElementById("stores-access");
 const form = document.getElementById("store-form");
 const documents = document.getElementById("documents");
+let stores = [];
 let offset = 0;
 
 const who = await caller;
@@ -15,31 +16,38 @@ if (!who.operator) {
   show(access, notice("Stores are for operators: this credential cannot read them."));
 } else {
   try {
-    const stores = await api("/stores");
-    if (stores.length === 0) {
-      show(access, notice("This repo has no stores."));
-    } else {
-      show(
-        form.elements.store,
-        stores.map((store) => h("option", { value: store.name }, `${store.name} (${store.documents} in scope default)`)),
-      );
-      const fields = () => {
-        const store = stores.find((s) => s.name === form.elements.store.value);
-        document.getElementById("store-fields").textContent = `Fields of ${store.name}: ${Object.keys(store.schema).join(", ")}.`;
-      };
-      form.elements.store.addEventListener("change", fields);
-      fields();
-      form.hidden = false;
-      form.addEventListener("submit", (event) => {
-        event.preventDefault();
-        offset = 0;
-        query();
-      });
-      await query();
-    }
+    stores = await api("/stores");
+    if (stores.length === 0) show(access, notice("This repo has no stores."));
+    else await open();
   } catch (error) {
     show(access, notice(error.message, { problem: true }));
   }
+}
+
+async function open() {
+  const choice = form.elements.store;
+  show(
+    choice,
+    stores.map((store) =>
+      h("option", { value: store.name }, `${store.name} (${store.documents} in scope default)`),
+    ),
+  );
+  choice.addEventListener("change", describe);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    offset = 0;
+    query();
+  });
+  describe();
+  form.hidden = false;
+  await query();
+}
+
+/** Name the fields of the chosen store, the ones a filter may use. */
+function describe() {
+  const store = stores.find((each) => each.name === form.elements.store.value);
+  const fields = Object.keys(store.schema).join(", ");
+  document.getElementById("store-fields").textContent = `Fields of ${store.name}: ${fields}.`;
 }
 
 async function query() {
@@ -49,32 +57,42 @@ async function query() {
   if (filter.value.trim()) params.set("filter", filter.value.trim());
   try {
     const page = await api(`/stores/${encodeURIComponent(store.value)}?${params}`);
-    const pager = h(
-      "div",
-      { class: "buttons" },
-      offset > 0 ? h("button", { type: "button", class: "secondary", onclick: () => turn(-PAGE) }, "Previous") : null,
-      page.has_more ? h("button", { type: "button", class: "secondary", onclick: () => turn(PAGE) }, "Next") : null,
-    );
     const first = page.total === 0 ? 0 : offset + 1;
+    const last = offset + page.documents.length;
     show(
       documents,
-      h("p", { class: "note" }, `${page.total} document(s) in ${page.store}, scope ${page.scope}; showing ${first} to ${offset + page.documents.length}.`),
-      page.documents.length === 0
-        ? null
-        : h(
-            "div",
-            { class: "scroll" },
-            table(
-              `Documents of ${page.store}`,
-              ["Key", "Version", "Updated", "Document"],
-              page.documents.map((doc) => [h("code", {}, doc.key), String(doc.version), when(doc.updated_at), h("pre", {}, pretty(doc.document))]),
-            ),
-          ),
-      pager,
+      notice(
+        `${page.total} document(s) in ${page.store}, scope ${page.scope}; ` +
+          `showing ${first} to ${last}.`,
+      ),
+      page.documents.length === 0 ? null : h("div", { class: "scroll" }, listed(page)),
+      h(
+        "div",
+        { class: "buttons" },
+        offset > 0 ? button("Previous", () => turn(-PAGE)) : null,
+        page.has_more ? button("Next", () => turn(PAGE)) : null,
+      ),
     );
   } catch (error) {
     show(documents, notice(error.message, { problem: true }));
   }
+}
+
+function listed(page) {
+  return table(
+    `Documents of ${page.store}`,
+    ["Key", "Version", "Updated", "Document"],
+    page.documents.map((doc) => [
+      h("code", {}, doc.key),
+      String(doc.version),
+      when(doc.updated_at),
+      h("pre", {}, pretty(doc.document)),
+    ]),
+  );
+}
+
+function button(text, onclick) {
+  return h("button", { type: "button", class: "secondary", onclick }, text);
 }
 
 function turn(by) {

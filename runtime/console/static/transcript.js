@@ -50,7 +50,14 @@ export class Transcript {
 
   /** The person's message, as the chat sends it (the live stream does not echo it). */
   user(text) {
-    this.element.append(h("article", { class: "message from-user" }, h("h3", { class: "who" }, "You"), h("div", { class: "text" }, text)));
+    this.element.append(
+      h(
+        "article",
+        { class: "message from-user" },
+        h("h3", { class: "who" }, "You"),
+        h("div", { class: "text" }, text),
+      ),
+    );
   }
 
   /** A problem of the page itself (a refused request, a lost connection). */
@@ -94,7 +101,12 @@ export class Transcript {
 
   on_handoff(event) {
     this.element.append(
-      h("details", { class: "handoff-note" }, h("summary", {}, `The note ${this.agent} was given`), h("pre", {}, event.text)),
+      h(
+        "details",
+        { class: "handoff-note" },
+        h("summary", {}, `The note ${this.agent} was given`),
+        h("pre", {}, event.text),
+      ),
     );
   }
 
@@ -112,8 +124,8 @@ export class Transcript {
 
   on_assistant(event) {
     if (event.text) this.block().textContent = event.text;
-    for (const call of event.tool_calls || []) {
-      this.on_tool_call({ call_id: call.id, name: call.function.name, arguments: parsed(call.function.arguments) });
+    for (const { id, function: called } of event.tool_calls || []) {
+      this.on_tool_call({ call_id: id, name: called.name, arguments: parsed(called.arguments) });
     }
   }
 
@@ -146,7 +158,8 @@ export class Transcript {
   }
 
   on_choice(event) {
-    const call = [...this.calls.values()].reverse().find((c) => c.name === "ask_choice" && !c.answered);
+    const asked = [...this.calls.values()].filter((c) => c.name === "ask_choice" && !c.answered);
+    const call = asked.at(-1);
     if (call) call.answered = true;
     this.ask(event.question, event.options);
   }
@@ -174,14 +187,18 @@ export class Transcript {
         this.confirm(callId, call.name, call.arguments);
       }
     }
-    if (DONE_NOTES[event.reason]) this.body().append(h("p", { class: "note" }, DONE_NOTES[event.reason]));
+    const note = DONE_NOTES[event.reason];
+    if (note) this.body().append(h("p", { class: "note" }, note));
     if (this.reply !== null) {
       this.reply.setAttribute("aria-busy", "false");
-      const usage = event.usage;
-      if (usage) this.reply.append(h("p", { class: "usage" }, `${usage.input} tokens in · ${usage.output} out`));
+      const { input, output } = event.usage || {};
+      if (input !== undefined) {
+        this.reply.append(h("p", { class: "usage" }, `${input} tokens in · ${output} out`));
+      }
     }
     this.tree?.upsert({ run_id: this.run, status: ROOT_STATUS[event.reason] || event.reason });
-    for (const call of this.calls.values()) call.answered = true; // decided by now, or waiting above
+    // Every call is decided by now, or waiting above for this turn's person.
+    for (const call of this.calls.values()) call.answered = true;
   }
 
   // --- specialists: only the tree
@@ -198,7 +215,8 @@ export class Transcript {
   }
 
   on_subagent_end(event) {
-    this.tree?.upsert({ run_id: event.run_id, status: event.status, duration_ms: event.duration_ms });
+    const { run_id, status, duration_ms } = event;
+    this.tree?.upsert({ run_id, status, duration_ms });
   }
 
   // --- pieces
@@ -224,7 +242,12 @@ export class Transcript {
 
   ask(question, options) {
     const buttons = h("div", { class: "buttons" });
-    const box = h("div", { class: "ask", role: "group", "aria-label": question }, h("p", {}, question), buttons);
+    const box = h(
+      "div",
+      { class: "ask", role: "group", "aria-label": question },
+      h("p", {}, question),
+      buttons,
+    );
     const settle = this.waitFor(buttons);
     for (const option of options || []) {
       buttons.append(

@@ -27,7 +27,10 @@ export class RunTree {
     runs.forEach(add);
   }
 
-  /** Add a run, or update what is known of it: {run_id, parent_run_id, agent, depth, label, status, duration_ms}. */
+  /**
+   * Add a run, or update what is known of it:
+   * {run_id, parent_run_id, agent, depth, label, status, duration_ms}.
+   */
   upsert(run) {
     let entry = this.items.get(run.run_id);
     if (entry === undefined) entry = this.add(run);
