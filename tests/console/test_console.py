@@ -144,9 +144,25 @@ def test_a_reply_streams_in_carrying_the_agent_that_wrote_it(page: Page, desk: D
 def test_a_delegation_tree_shows_every_specialist_finishing(page: Page, desk: Desk) -> None:
     sign_in(page, OPERATOR_TOKEN)
     page.goto(desk.url + "/console/chat")
+    # Record each specialist's status as the tree draws it, to see the tree grow live.
+    page.evaluate(
+        """() => {
+            window.statuses = [];
+            new MutationObserver(() => {
+                for (const item of document.querySelectorAll('[role=treeitem][aria-level="2"]')) {
+                    const status = item.querySelector('.status').textContent;
+                    window.statuses.push(item.getAttribute('aria-label') + ' ' + status);
+                }
+            }).observe(document.getElementById('tree'), {subtree: true, childList: true});
+        }"""
+    )
     send(page, "Please delegate this plan")
 
     expect(page.locator('[data-agent="default"]')).to_contain_text("The team finished.")
+    statuses = page.evaluate("window.statuses")
+    for name in SPECIALISTS:
+        seen = [status for status in statuses if status.startswith(f"{name} ")]
+        assert seen[0] == f"{name} running" and seen[-1] == f"{name} ok", statuses
     tree = page.get_by_role("tree")
     root = tree.get_by_role("treeitem", name="default", exact=True)
     expect(root).to_contain_text("depth 0")
