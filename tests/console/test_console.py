@@ -130,6 +130,7 @@ def test_a_reply_streams_in_carrying_the_agent_that_wrote_it(page: Page, desk: D
             }).observe(document.getElementById('transcript'), watch);
         }"""
     )
+    expect(page.get_by_text("A new session starts with your first message.")).to_be_visible()
     send(page, "Hello there")
 
     reply = page.locator('article[data-agent="default"]')
@@ -138,6 +139,10 @@ def test_a_reply_streams_in_carrying_the_agent_that_wrote_it(page: Page, desk: D
     seen = page.evaluate("window.seen")
     assert len(set(seen)) > 2 and seen[-1] == "Hello from the desk. How can I help you today?"
     assert re.search(r"\?session=[0-9a-f]{32}$", page.url)
+    session_id = page.url.split("session=")[1]
+    expect(page.get_by_role("link", name=session_id)).to_have_attribute(
+        "href", f"/console/sessions/{session_id}"
+    )
     screenshot(page, "chat")
 
 

@@ -48,6 +48,7 @@ document.getElementById("new-chat").addEventListener("click", () => {
   tree.clear();
   message.focus();
 });
+if (sessionId === null) adopt(null);
 await caller;
 await fillPicker();
 if (sessionId !== null) await reopen();
