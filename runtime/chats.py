@@ -121,6 +121,17 @@ class ChatService:
         session = await self._session(session_id, caller)
         return session, await self.storage.list_events(session_id)
 
+    async def list_sessions(
+        self, caller: Caller, *, limit: int = 20, offset: int = 0
+    ) -> list[SessionRecord]:
+        """The sessions `_session` would let this caller see, most recently updated first:
+        its own (scope and owner), or every session for an operator."""
+        if caller.operator:
+            return await self.storage.list_sessions(limit=limit, offset=offset)
+        return await self.storage.list_sessions(
+            caller.scope_id, caller.owner, limit=limit, offset=offset
+        )
+
     async def get_runs(self, session_id: str, caller: Caller) -> list[RunRecord]:
         await self._session(session_id, caller)
         return await self.storage.list_runs(session_id)

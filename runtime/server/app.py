@@ -13,7 +13,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, Header, Request
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from runtime.api import ChatResult, Runtime
 from runtime.bundle import Bundle
 from runtime.caller import ChatRequest
+from runtime.console import add_console
 from runtime.events import Event
 from runtime.exceptions import AmodalError, RequestError, UnknownAgentError
 from runtime.inspection import inspect_agent
@@ -29,10 +30,11 @@ from runtime.replay import position
 from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError, error_response, install_error_handlers
 from runtime.server.store_routes import add_store_routes
-from runtime.storage import RunRecord
+from runtime.storage import MAX_QUERY_LIMIT, RunRecord, SessionRecord
 from runtime.streams import LiveTurn
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_OFFSET = 1_000_000
 T = TypeVar("T")
 
 
@@ -85,6 +87,21 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         _check_session_id(session_id)
         turn = await _start(chats.start_confirmation(session_id, call_id, body.approve, who))
         return await _respond(runtime.streams.start(turn), body.stream)
+
+    @app.get("/sessions")
+    async def list_sessions(
+        limit: Annotated[int, Query(ge=1, le=MAX_QUERY_LIMIT)] = 20,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        """The caller's own sessions (every session for an operator), newest activity first."""
+        who = auth.caller(authorization)
+        sessions = await _start(chats.list_sessions(who, limit=limit, offset=offset))
+        return {
+            "sessions": [_session_json(session) for session in sessions],
+            "limit": limit,
+            "offset": offset,
+        }
 
     @app.get("/sessions/{session_id}")
     async def get_session(
@@ -217,6 +234,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         return Response(metrics.render(), media_type=metrics.content_type)
 
     add_store_routes(app, live, runtime.storage, auth)
+    add_console(app, auth)
     return app
 
 
@@ -301,6 +319,15 @@ def run_tree(runs: list[RunRecord]) -> dict[str, Any]:
             "running": sum(1 for r in specialists if r.status == "running"),
             "recent_labels": [r.label for r in recent],
         },
+    }
+
+
+def _session_json(session: SessionRecord) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "agent": session.root_agent,
+        "created_at": session.created_at.isoformat(),
+        "updated_at": session.updated_at.isoformat(),
     }
 
 

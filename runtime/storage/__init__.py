@@ -216,6 +216,23 @@ class Storage(Protocol):
         """The session, or None when there is none with this id."""
         ...
 
+    async def list_sessions(
+        self,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SessionRecord]:
+        """Sessions, most recently updated first (ties by id), paged like `query_documents`.
+
+        `scope_id` None lists every session (an operator's view; `owner` is then
+        ignored); otherwise only the sessions of that scope whose owner is `owner`,
+        None matching the sessions without one. `ValueError` for a limit outside
+        1..100 or a negative offset.
+        """
+        ...
+
     async def set_root(self, session_id: str, agent: str) -> None:
         """Change the session's root agent and bump `updated_at`; `RecordNotFoundError`
         for an unknown session. (The re-root event is the caller's to append.)"""

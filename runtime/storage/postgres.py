@@ -62,6 +62,7 @@ from runtime.storage._rows import (
 from runtime.storage._values import (
     aware,
     check_document,
+    check_page,
     check_query,
     check_status,
     check_ttl,
@@ -258,6 +259,33 @@ class PostgresStorage:
             return None if row is None else ROWS.session(row)
 
         return await self._read(get)
+
+    async def list_sessions(
+        self,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SessionRecord]:
+        check_page(limit, offset)
+        where = ""  # every session
+        values: tuple[str | None, ...] = ()
+        if scope_id is not None:
+            where, values = (
+                "WHERE scope_id = %s AND owner IS NOT DISTINCT FROM %s",
+                (scope_id, owner),
+            )
+
+        async def list_(connection: Connection) -> list[SessionRecord]:
+            cursor = await connection.execute(
+                f"SELECT {SESSION_COLUMNS} FROM sessions {where} "
+                "ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s",
+                (*values, limit, offset),
+            )
+            return [ROWS.session(row) for row in await cursor.fetchall()]
+
+        return await self._read(list_)
 
     async def set_root(self, session_id: str, agent: str) -> None:
         await self._update_session(

@@ -61,6 +61,7 @@ from runtime.storage._rows import (
 )
 from runtime.storage._values import (
     check_document,
+    check_page,
     check_query,
     check_status,
     check_ttl,
@@ -220,6 +221,30 @@ class SqliteStorage:
             return None if row is None else ROWS.session(row)
 
         return await self._read(get)
+
+    async def list_sessions(
+        self,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SessionRecord]:
+        check_page(limit, offset)
+        where = ""  # every session
+        values: tuple[str | None, ...] = ()
+        if scope_id is not None:
+            where, values = "WHERE scope_id = ? AND owner IS ?", (scope_id, owner)
+
+        def list_(connection: Connection) -> list[SessionRecord]:
+            rows = connection.execute(
+                f"SELECT {SESSION_COLUMNS} FROM sessions {where} "
+                "ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+                (*values, limit, offset),
+            ).fetchall()
+            return [ROWS.session(row) for row in rows]
+
+        return await self._read(list_)
 
     async def set_root(self, session_id: str, agent: str) -> None:
         await self._update_session(
