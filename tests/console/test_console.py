@@ -488,7 +488,7 @@ def test_a_lost_stream_is_recovered_from_the_sessions_log(page: Page, desk: Desk
             return
         response = route.fetch()
         frames = response.text().split("\n\n")
-        first_delta = next(i for i, f in enumerate(frames) if f.startswith("event: text_delta"))
+        first_delta = next(i for i, f in enumerate(frames) if "\nevent: text_delta" in f)
         route.fulfill(response=response, body="\n\n".join(frames[: first_delta + 1]) + "\n\n")
 
     page.route("**/chat", cut_after_first_delta)
