@@ -26,8 +26,10 @@ from runtime import events
 from runtime.bundle import AgentDefinition, Bundle
 from runtime.caller import Caller, ChatRequest
 from runtime.chats import ChatService
+from runtime.connections import Connections
 from runtime.events import DoneReason, Event, Usage
 from runtime.inspection import inspect_agent
+from runtime.mcp import McpServers
 from runtime.models import Model
 from runtime.models.router import ModelRouter
 from runtime.observe import Observers, RunObserver
@@ -72,11 +74,15 @@ class ChatResult:
 class Runtime:
     """An agent repo, its database and its models, open for chats. Make one with `open`."""
 
-    def __init__(self, live: LiveBundle, storage: Storage, chats: ChatService) -> None:
+    def __init__(
+        self, live: LiveBundle, storage: Storage, chats: ChatService, mcp: McpServers
+    ) -> None:
         self.live = live
         self.storage = storage
         self.chats = chats
         """The lower-level service the HTTP server uses (turns that refuse before streaming)."""
+        self.mcp = mcp
+        """The repo's MCP servers: `rt.mcp.snapshot()` has each one's status, tools, error."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -108,16 +114,28 @@ class Runtime:
             storage = database
         router = _router(model)
         watching = Observers(observers)  # a copy: one runtime's additions stay its own
-        chats = ChatService(live, storage, router, observers=watching)
+        connections = Connections()
         try:
-            async with anyio.create_task_group() as group:
+            # MCP servers start before the first turn (each has START_TIMEOUT to answer);
+            # one that fails is retried in the background and never stops the runtime.
+            async with (
+                McpServers.open(live().mcp_servers) as mcp,
+                anyio.create_task_group() as group,
+            ):
+                chats = ChatService(
+                    live, storage, router, observers=watching, connections=connections, mcp=mcp
+                )
+                runtime = cls(live, storage, chats, mcp)
                 if watch_repo:
                     ignore = default_database_path(root).parent
-                    group.start_soon(lambda: watch(live, ignore=ignore))
-                yield cls(live, storage, chats)
+                    group.start_soon(
+                        lambda: watch(live, ignore=ignore, on_reload=runtime._reloaded)
+                    )
+                yield runtime
                 group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                await connections.aclose()
                 await router.aclose()
                 if owned:
                     await storage.close()
@@ -154,11 +172,24 @@ class Runtime:
     ) -> dict[str, Any]:
         """What `agent` may use for this caller, why anything is missing, and its prompt: the
         shape of `amodal inspect --json`."""
-        return inspect_agent(self.bundle, agent, claims or {}, context or {}, subagent=subagent)
+        return inspect_agent(
+            self.bundle,
+            agent,
+            claims or {},
+            context or {},
+            subagent=subagent,
+            servers=self.mcp.snapshot(),
+        )
 
     async def reload(self) -> bool:
-        """Reload the repo now; True when a good bundle is in place."""
-        return await anyio.to_thread.run_sync(self.live.reload)
+        """Reload the repo now; True when a good bundle is in place. MCP servers whose
+        declaration changed restart; the others keep running."""
+        ok = await anyio.to_thread.run_sync(self.live.reload)
+        self._reloaded()
+        return ok
+
+    def _reloaded(self) -> None:
+        self.mcp.reconcile(self.bundle.mcp_servers)
 
     async def chat(
         self,

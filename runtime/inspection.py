@@ -11,6 +11,7 @@ from typing import Any
 
 from runtime.bundle import DEFAULT_AGENT, MAIN_AGENT, Bundle
 from runtime.exceptions import AmodalError, UnknownAgentError
+from runtime.mcp import NO_SERVERS, McpSnapshot
 from runtime.prompt import context_prompt, system_prompt
 from runtime.surface import SurfaceContext, resolve
 from runtime.templates import clean_context
@@ -23,15 +24,17 @@ def inspect_agent(
     context: Mapping[str, str],
     *,
     subagent: bool = False,
+    servers: McpSnapshot = NO_SERVERS,
 ) -> dict[str, Any]:
-    """The inspection of `agent` (`main`: unscoped chat) as SPEC 14's `inspect --json` shape."""
+    """The inspection of `agent` (`main`: unscoped chat) as SPEC 14's `inspect --json` shape.
+    `servers`: the MCP servers' state (a failed server's tools are excluded with why)."""
     if agent != MAIN_AGENT and agent not in bundle.agents:
         raise UnknownAgentError(agent, [*bundle.agents, MAIN_AGENT])
     if subagent and agent in (MAIN_AGENT, DEFAULT_AGENT):
         raise AmodalError(f"{agent!r} is never callable as a specialist")
     scope = clean_context(context)
     caller = SurfaceContext.for_caller(agent, claims, scope, is_subagent=subagent)
-    surface = resolve(bundle, agent, caller, root=None if subagent else agent)
+    surface = resolve(bundle, agent, caller, root=None if subagent else agent, servers=servers)
     definition = bundle.agents.get(agent)
     return {
         "agent": agent,
