@@ -112,7 +112,9 @@ async def test_calls_map_results_errors_and_timeouts_and_the_turn_goes_on(
     found = of_type(streamed, events.ToolResult)
     assert (found[0].status, found[0].result) == ("ok", {"result": 5})
     assert (found[1].status, found[1].result) == ("ok", {"result": "HI"})
-    assert found[2].result == {"content": [{"type": "image", "mime_type": "image/png", "bytes": 32}]}
+    assert found[2].result == {
+        "content": [{"type": "image", "mime_type": "image/png", "bytes": 32}]
+    }
     assert (found[3].status, found[3].error) == ("error", "Error executing tool fail: refused: no")
     assert found[4].status == "timeout"
     assert found[5].status == "error" and "invalid arguments" in found[5].error
@@ -179,7 +181,11 @@ async def test_a_server_that_crashes_mid_session_is_noticed_and_restarted(
 async def test_a_server_that_never_answers_initialize_fails_after_ten_seconds(
     make_repo: Callable[..., Path], harness_for: Callable[..., Any]
 ) -> None:
-    hang = {"transport": "stdio", "command": "python", "args": ["-c", "import time; time.sleep(120)"]}
+    hang = {
+        "transport": "stdio",
+        "command": "python",
+        "args": ["-c", "import time; time.sleep(120)"],
+    }
     clock = time.monotonic()
     lab = await harness_for(make_repo(repo_files({"desk": hang})))
     state = lab.runtime.mcp.snapshot().servers["desk"]

@@ -10,7 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from runtime.bundle import Bundle
-from runtime.connections import HTTP_METHODS, READ_METHODS, Connections, Refused, needs_confirmation
+from runtime.connections import (
+    HTTP_METHODS,
+    READ_METHODS,
+    Connections,
+    Refused,
+    needs_confirmation,
+    path_problem,
+)
 from runtime.mcp import McpServers, McpSnapshot, McpTool
 from runtime.registry import REQUEST
 from runtime.surface import Surface
@@ -42,8 +49,13 @@ def request_tool(bundle: Bundle, surface: Surface, connections: Connections) -> 
             raise ToolError(f"refused, nothing was sent: {refusal}") from None
 
     def confirm(arguments: dict[str, Any]) -> bool:
-        connection = granted[arguments["connection"]]
-        return needs_confirmation(connection, arguments["method"], arguments["path"])
+        # Only a call that would run waits for a person: a refused one fails at once.
+        method, path = arguments["method"], arguments["path"]
+        if arguments["intent"] == "read" and method not in READ_METHODS:
+            return False
+        return path_problem(path) is None and needs_confirmation(
+            granted[arguments["connection"]], method, path
+        )
 
     scalar = {"type": ["string", "number", "boolean"]}
     return Tool(
