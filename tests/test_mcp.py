@@ -57,7 +57,7 @@ def repo_files(servers: dict[str, Any], **files: Any) -> dict[str, Any]:
 
 async def wait_for(condition: Callable[[], bool], seconds: float = 30) -> None:
     with anyio.fail_after(seconds):
-        while not condition():
+        while not condition():  # noqa: ASYNC110 - polling the servers' snapshot is the point
             await anyio.sleep(0.05)
 
 
@@ -283,8 +283,7 @@ async def test_env_secrets_never_reach_events_the_database_or_the_log(
     assert secret not in json.dumps([e.to_json() for e in streamed])
     assert secret not in json.dumps([m for r in scripted_model.requests for m in r.messages])
     assert secret not in caplog.text and secret not in repr(lab.runtime.bundle.mcp_servers)
-    for database in tmp_path.glob("*.db*"):
-        assert secret.encode() not in database.read_bytes()
+    assert secret.encode() not in stored_bytes(tmp_path)
 
 
 def free_port() -> int:
@@ -350,3 +349,8 @@ async def test_a_reload_restarts_only_the_servers_whose_declaration_changed(
     assert sorted(rt.mcp.snapshot().servers["desk"].known) == ["desk__add", "desk__pid"]
     assert await rt.mcp.call("desk", "pid", {}) != desk
     assert await rt.mcp.call("other", "pid", {}) == other
+
+
+def stored_bytes(folder: Path) -> bytes:
+    """Every byte of the SQLite files under `folder` (the database, its WAL and journal)."""
+    return b"".join(path.read_bytes() for path in sorted(folder.glob("*.db*")))
