@@ -326,6 +326,27 @@ async def test_no_secret_reaches_events_the_database_the_model_or_the_log(
     assert TOKEN not in repr(lab.runtime.bundle.connections)
 
 
+async def test_no_secret_reaches_a_postgresql_row_either(
+    library: Path,
+    harness_for: Callable[..., Any],
+    scripted_model: ScriptedModel,
+    postgres_url: str,
+) -> None:
+    import psycopg
+
+    lab = await harness_for(library, postgres_url)
+    echo = {"connection": "library", "method": "GET", "path": "/echo", "intent": "read"}
+    scripted_model.enqueue(tool_call("request", echo), reply("ok"))
+    streamed = await lab.chat("echo", Caller(claims=TENANT))
+    assert done(streamed).reason == "model_stop"
+    with psycopg.connect(postgres_url) as connection:
+        rows = connection.execute("SELECT type, data::text FROM events").fetchall()
+        rows += connection.execute("SELECT * FROM runs").fetchall()
+    dumped = " ".join(str(row) for row in rows)
+    assert "[redacted]" in dumped  # the echo was stored, scrubbed
+    assert TOKEN not in dumped and "acme-corp" not in dumped
+
+
 async def test_a_down_api_is_a_tool_error_and_the_chat_goes_on(
     make_repo: Callable[..., Path],
     harness_for: Callable[..., Any],
