@@ -154,13 +154,14 @@ class Connections:
         method: str,
         path: str,
         *,
-        claims: Mapping[str, str],
+        claims: Mapping[str, str] | None,
         query: Mapping[str, Any] | None = None,
         body: Any = None,
     ) -> dict[str, Any]:
         """One call: `{"status", "headers", "body"}` (and `"truncated": true` when cut).
         Raises `Refused` (nothing was sent), `ToolError` (the API could not be reached)
-        or `TimeoutError`."""
+        or `TimeoutError`. `claims` are the caller's; None only for a call no caller makes
+        (`amodal validate --online`), which sends no injected values."""
         headers, params, secrets = self._prepare(connection, method, path, claims, query, body)
         started = time.monotonic()
         try:
@@ -189,7 +190,7 @@ class Connections:
         connection: ConnectionDefinition,
         method: str,
         path: str,
-        claims: Mapping[str, str],
+        claims: Mapping[str, str] | None,
         query: Mapping[str, Any] | None,
         body: Any,
     ) -> tuple[dict[str, str], dict[str, Any], tuple[str, ...]]:
@@ -209,8 +210,8 @@ class Connections:
             raise Refused(f"query parameter {taken[0]!r} is set by the connection, not the caller")
         params.update(connection.auth_query)
         injected = []
-        for injection in connection.injections:
-            value = claims.get(injection.claim)
+        for injection in connection.injections if claims is not None else ():
+            value = claims.get(injection.claim) if claims is not None else None
             if value is None:
                 raise Refused(
                     f"connection {connection.name!r} needs the caller's claim "

@@ -48,8 +48,8 @@ def inspect_agent(
     }
 
 
-def format_inspection(view: Mapping[str, Any]) -> str:
-    """The inspection as text a person reads top to bottom."""
+def format_inspection(view: Mapping[str, Any], servers: McpSnapshot = NO_SERVERS) -> str:
+    """The inspection as text a person reads top to bottom (with the MCP servers' state)."""
 
     def listed(items: list[str]) -> str:
         return ", ".join(items) if items else "(none)"
@@ -62,6 +62,14 @@ def format_inspection(view: Mapping[str, Any]) -> str:
         f"stores: {listed(stores)}",
         f"subagents: {listed(view['subagents'])}",
     ]
+    if servers.servers:
+        states = [
+            f"{name} ({state.status}, {len(state.tools)} tools)"
+            if state.status == "ready"
+            else f"{name} ({state.reason()})"
+            for name, state in servers.servers.items()
+        ]
+        lines.append(f"mcp servers: {listed(states)}")
     if view["excluded"]:
         lines.append("excluded:")
         lines += [f"  {item['kind']} {item['name']}: {item['reason']}" for item in view["excluded"]]

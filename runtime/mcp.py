@@ -21,6 +21,7 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import importlib.util
 import json
 import logging
 import math
@@ -55,12 +56,11 @@ EXTRA_HINT = "MCP servers need the `mcp` extra: pip install 'amodal-runtime[mcp]
 
 
 def sdk_available() -> bool:
-    """True when the `mcp` SDK can be imported (the `mcp` extra is installed)."""
+    """True when the `mcp` SDK is installed (the `mcp` extra); it is not imported here."""
     try:
-        import mcp  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("mcp") is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules["mcp"] is None
         return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)

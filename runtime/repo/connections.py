@@ -27,6 +27,7 @@ from runtime.formats import (
     McpServer,
     RepoConfig,
 )
+from runtime.mcp import EXTRA_HINT, sdk_available
 from runtime.repo._reader import Reader
 from runtime.repo._report import Report, Source
 from runtime.repo.config import CONFIG_FILE, Resolved, resolve_env
@@ -78,6 +79,9 @@ def load_connections(
                 continue
             _load_folder(reader, entry, loaded, environ, offline)
     _check_prefixes(reader.report, loaded.mcp)
+    if loaded.mcp and not sdk_available():
+        first = min(loaded.mcp.values(), key=lambda server: (server.file, server.name))
+        reader.report.error(first.file, f"{EXTRA_HINT} (this repo declares MCP servers)")
     return loaded
 
 

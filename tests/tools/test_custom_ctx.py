@@ -25,7 +25,7 @@ NOTES = {
     }
 }
 
-COMPOSE = '''
+COMPOSE = """
 async def handler(args, ctx):
     book = await ctx.request("library", "GET", "/items/1")
     notes = ctx.store("notes")
@@ -40,9 +40,9 @@ async def handler(args, ctx):
     ctx.log.info("composed for %s", ctx.agent)
     return {"kept": kept, "total": found["total"], "review": review, "again": again,
             "who": [ctx.agent, dict(ctx.claims), dict(ctx.context), ctx.scope_id]}
-'''
+"""
 
-PROBE = '''
+PROBE = """
 async def attempt(call):
     try:
         await call()
@@ -69,7 +69,7 @@ async def handler(args, ctx):
         "confirm tool": lambda: ctx.call_tool("approve", {}),
     }
     return {name: await attempt(call) for name, call in checks.items()}
-'''
+"""
 
 
 def files(url: str, **extra: Any) -> dict[str, Any]:
