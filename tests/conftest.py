@@ -25,7 +25,9 @@ pytest_plugins = [
 ]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_FILES = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools")
+EXAMPLE_FILES = (
+    "amodal.json", "agents", "skills", "stores", "knowledge", "tools", "connections", "servers",
+)  # fmt: skip
 
 MINIMAL_REPO: dict[str, Any] = {
     "amodal.json": {"name": "test-repo", "version": "1.0.0"},
