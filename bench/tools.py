@@ -205,7 +205,7 @@ async def measure(rounds: int, calls: int) -> list[dict[str, Any]]:
                 ),
             }
             samples: dict[str, tuple[list[float], list[float]]] = {p: ([], []) for p in paths}
-            for name, (ours, bare) in paths.items():  # warm both sides up
+            for ours, bare in paths.values():  # warm both sides up
                 await timed(ours, 5)
                 await timed(bare, 5)
             for _ in range(rounds):
