@@ -123,11 +123,12 @@ async def test_a_composite_tool_uses_the_callers_connection_store_and_specialist
     http_api: LoopbackApi,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
+    database_url: str | None,
 ) -> None:
     monkeypatch.setattr(logging.getLogger("amodal"), "propagate", True)
     monkeypatch.setenv("MODEL_ADVANCED", "big-model")  # the writer's own tier, not used here
     caplog.set_level(logging.INFO)
-    lab = await harness_for(make_repo(files(http_api.url)))
+    lab = await harness_for(make_repo(files(http_api.url)), database_url)
     scripted_model.respond(lead_or_writer(tool_call("compose", {})))
     caller = Caller(claims={"sub": "u1", "scope": "acme"})
     streamed = await lab.chat("compose", caller, context={"page": "books"})
