@@ -266,7 +266,10 @@ def test_the_servers_own_writes_trigger_no_reload(
 
     assert loads() == started_with
     assert health(server) == {
-        "status": "ok", "bundle_version": version, "reload_error": None, "mcp": {}
+        "status": "ok",
+        "bundle_version": version,
+        "reload_error": None,
+        "mcp": {},
     }
     # The watcher is alive all along: one edit it must see is one load more.
     save(repo, "agents/default/AGENT.md", "You are a counted helper.\n")
