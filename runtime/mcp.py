@@ -28,7 +28,6 @@ import math
 import re
 import sys
 import time
-import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
@@ -381,16 +380,13 @@ class _Server:
             )
 
     async def _ping(self, client: Client) -> None:
-        from mcp.shared.exceptions import MCPDeprecationWarning
-
         while True:
             await anyio.sleep(PING_INTERVAL)
             try:
-                # Ping is part of the handshake-era protocol this client speaks (`legacy`);
-                # the SDK warns that newer protocol versions dropped it.
-                with warnings.catch_warnings(), anyio.fail_after(START_TIMEOUT):
-                    warnings.simplefilter("ignore", MCPDeprecationWarning)
-                    await client.send_ping()
+                # Ping belongs to the handshake-era protocol this client speaks on purpose
+                # (`legacy`): the session's own method, not the Client's deprecated wrapper.
+                with anyio.fail_after(START_TIMEOUT):
+                    await client.session.send_ping()
             except Exception:
                 self._lose("the server stopped answering pings")
                 return
