@@ -23,7 +23,9 @@ from runtime.formats import CONFIG_FIELDS
 Files = dict[str, bytes]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE_FILES = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools")
+EXAMPLE_FILES = (
+    "amodal.json", "agents", "skills", "stores", "knowledge", "tools", "connections", "servers",
+)  # fmt: skip
 
 
 def example_files() -> Files:

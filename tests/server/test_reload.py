@@ -266,10 +266,11 @@ def test_the_servers_own_writes_trigger_no_reload(
 
     assert loads() == started_with
     state = health(server)
-    assert (state["status"], state["bundle_version"], state["reload_error"]) == (
+    assert (state["status"], state["bundle_version"], state["reload_error"], state["mcp"]) == (
         "ok",
         version,
         None,
+        {},
     )
     # The watcher is alive all along: one edit it must see is one load more.
     save(repo, "agents/default/AGENT.md", "You are a counted helper.\n")
