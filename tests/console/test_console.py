@@ -400,7 +400,7 @@ def test_a_broken_edit_shows_its_reload_error_on_health(
         expect(errors.first).to_have_text(re.compile(r"^agents/default/agent\.json:4: .+"))
         expect(page.get_by_text("The last reload failed; the bundle above keeps")).to_be_visible()
         expect(version).to_have_text(good)
-        expect(page.get_by_text("This server reports no MCP servers.")).to_be_visible()
+        expect(page.get_by_text("No MCP servers are configured.")).to_be_visible()
         screenshot(page, "health")
     finally:
         stop(server)
