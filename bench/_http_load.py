@@ -8,12 +8,11 @@ every burst is bounded in count and time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,14 +21,13 @@ from typing import Any
 import anyio
 
 from bench import _scenario as s
-from bench._ports import listening_port
+from runtime.testing.serve import ServeProcess
 
 HOST = "127.0.0.1"
 # Bounds a hang, never a speed: a turn that ends late did its work. Every turn of a burst
 # queues on one core the server shares with the rest of the machine: the last of 200 ended
 # after 18 s here while other jobs kept both cores busy (load average 7).
 TURN_TIMEOUT = 300.0
-READY_TIMEOUT = 120.0
 
 
 @dataclass
@@ -89,17 +87,44 @@ async def one_turn(port: int, request: bytes) -> tuple[float, float, str | None]
     return elapsed, first, None
 
 
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def family(pid: int) -> list[int]:
+    """The process and its descendants (the worker processes of `--workers N`)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                parents[int(entry.name)] = int(_stat(int(entry.name))[1])
+    found, frontier = [pid], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process (all its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU of a process and its descendants (all their threads), from /proc."""
+    total = 0
+    for member in family(pid):
+        with contextlib.suppress(OSError):
+            fields = _stat(member)
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
+    """The largest peak resident memory of the process and its descendants."""
+    peaks = [0]
+    for member in family(pid):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peaks.append(int(line.split()[1]))
+    return max(peaks)
 
 
 async def burst(port: int, sessions: int, pid: int) -> Burst:
@@ -169,85 +194,18 @@ async def sequential(port: int, turns: int, pid: int) -> Burst:
     return Burst(1, time.perf_counter() - start, latencies, first, errors, _cpu_seconds(pid) - cpu)
 
 
-class ServeProcess:
-    """`amodal serve` over the benchmark repo, pinned to `cpu`, on a loopback port the kernel
-    picks as it binds (bench._ports)."""
-
-    def __init__(
-        self,
-        repo: Path,
-        data_dir: Path,
-        model_url: str,
-        cpu: int | None,
-    ) -> None:
-        self._port: int | None = None  # known once it listens (wait_ready)
-        amodal = Path(sys.executable).with_name("amodal")
-        env = {
-            **os.environ,
-            "AMODAL_DATA_DIR": str(data_dir),
-            "OPENAI_BASE_URL": model_url,
-            "OPENAI_API_KEY": s.API_KEY,
-            "MODEL_MAIN": s.MODEL,
-        }
-        env.pop("AMODAL_OPERATOR_TOKEN", None)
-        self.log = (data_dir / "serve.log").open("a")
-
-        def pin() -> None:
-            if cpu is not None:
-                os.sched_setaffinity(0, {cpu})
-
-        command = [str(amodal), "--repo", str(repo), "serve", "--port", "0"]
-        command.append("--no-reload")
-        self.process = subprocess.Popen(
-            command,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=pin,
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise RuntimeError("amodal serve is not listening yet: await wait_ready() first")
-        return self._port
-
-    async def wait_ready(self) -> None:
-        """Until /health answers 200. The deadline only bounds a server that hangs: one that
-        fails exits, and that is seen at once; a start takes seconds on a busy machine."""
-        health = f"GET /health HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode()
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"amodal serve exited ({self.process.returncode}); see log")
-            if self._port is None:
-                self._port = listening_port(self.pid)
-            if self._port is not None:
-                try:
-                    with anyio.fail_after(10):
-                        async with await anyio.connect_tcp(HOST, self._port) as stream:
-                            await stream.send(health)
-                            if (await stream.receive()).startswith(b"HTTP/1.1 200"):
-                                return
-                except (OSError, TimeoutError, anyio.EndOfStream):
-                    pass  # not answering yet
-            await anyio.sleep(0.05)
-        raise RuntimeError(f"amodal serve did not answer /health within {READY_TIMEOUT:g} s")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
+def serve(
+    repo: Path, data_dir: Path, model_url: str, workers: int, cpu: int | None
+) -> ServeProcess:
+    """`amodal serve` over the benchmark repo with `workers` processes, pinned to `cpu`."""
+    env = {
+        "AMODAL_DATA_DIR": str(data_dir),
+        "OPENAI_BASE_URL": model_url,
+        "OPENAI_API_KEY": s.API_KEY,
+        "MODEL_MAIN": s.MODEL,
+        "AMODAL_OPERATOR_TOKEN": "",
+    }
+    return ServeProcess(repo, env, "--no-reload", "--workers", str(workers), cpu=cpu)
 
 
 def summary(kind: str, bursts: list[Burst], model_latency: float) -> dict[str, Any]:

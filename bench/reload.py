@@ -27,13 +27,11 @@ Run from the project root:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,8 +42,8 @@ from pathlib import Path
 
 import httpx
 
-from bench._ports import listening_port
 from runtime.testing import RecordedRequest, ScriptedModel
+from runtime.testing.serve import ServeProcess
 
 TARGET_MS = 300.0
 DEFAULT_EDITS = 20
@@ -132,58 +130,16 @@ def _pin(pid: int, cpu: int) -> None:
         os.sched_setaffinity(pid, {cpu})
 
 
-class Server:
-    """`amodal serve`, watching the repo, on a loopback port the kernel picks (bench._ports);
-    `url` is known once `wait_ready` returns."""
-
-    def __init__(self, repo: Path, data: Path, model: ScriptedModel) -> None:
-        self.url = ""
-        env = {
-            **os.environ,
-            "OPENAI_BASE_URL": model.base_url,
-            "OPENAI_API_KEY": "sk-bench-dummy",
-            "MODEL_MAIN": "scripted",
-            "AMODAL_DATA_DIR": str(data),
-        }
-        amodal = Path(sys.executable).with_name("amodal")
-        self.process = subprocess.Popen(
-            [str(amodal), "--repo", str(repo), "serve", "--port", "0"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        _pin(self.process.pid, 1)
-
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        """Until /health answers 200. The deadline only bounds a server that hangs: one that
-        fails exits, and that is seen at once; a start takes seconds on a busy machine."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SystemExit(f"amodal serve exited:\n{self.stderr()}")
-            port = listening_port(self.process.pid)
-            if port is not None:
-                self.url = f"http://127.0.0.1:{port}"
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{self.url}/health", timeout=10).status_code == 200:
-                        return
-            time.sleep(0.05)
-        raise SystemExit(f"amodal serve did not answer /health within {timeout:g} s")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def stderr(self) -> str:
-        self.stop()
-        assert self.process.stderr is not None
-        return self.process.stderr.read()
+def server(repo: Path, data: Path, model: ScriptedModel) -> ServeProcess:
+    """`amodal serve`, watching the repo, on the other core than the benchmark's."""
+    env = {
+        "OPENAI_BASE_URL": model.base_url,
+        "OPENAI_API_KEY": "sk-bench-dummy",
+        "MODEL_MAIN": "scripted",
+        "AMODAL_DATA_DIR": str(data),
+    }
+    two_cores = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2
+    return ServeProcess(repo, env, cpu=1 if two_cores else None)
 
 
 # ---------------------------------------------------------------- measuring
@@ -217,7 +173,7 @@ def chat(client: httpx.Client) -> None:
         raise SystemExit(f"a chat failed: {response.status_code} {response.text[:500]}")
 
 
-def measure(repo: Path, server: Server, model: MarkerModel, edits: int) -> Result:
+def measure(repo: Path, server: ServeProcess, model: MarkerModel, edits: int) -> Result:
     result = Result()
     original = (repo / AGENT_MD).read_text()
     with httpx.Client(base_url=server.url, timeout=EDIT_TIMEOUT_S) as client:
@@ -308,17 +264,18 @@ def main(argv: list[str] | None = None) -> int:
         described = "the example repo"
     _pin(0, 0)
     model = MarkerModel()
-    server: Server | None = None
+    serving: ServeProcess | None = None
     try:
         load_ms = load_time_ms(repo)
         model.model.start()
-        server = Server(repo, workdir / "data", model.model)
-        server.wait_ready()
-        result = measure(repo, server, model, edits)
-        log = server.stderr()
+        serving = server(repo, workdir / "data", model.model)
+        serving.wait_ready()
+        result = measure(repo, serving, model, edits)
+        serving.stop()
+        log = serving.output
     finally:
-        if server is not None:
-            server.stop()
+        if serving is not None:
+            serving.stop()
         model.model.close()
         shutil.rmtree(workdir, ignore_errors=True)
     failed = [line for line in log.splitlines() if "reload_failed" in line]

@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.supervisors import Multiprocess
 
 from runtime.api import Runtime
 from runtime.documents import purge_interval, purge_periodically
@@ -44,13 +45,7 @@ def run_server(repo: Path, host: str, port: int, *, reload: bool, workers: int =
             os.environ.update(environ)
             os.environ[REPO_ENV] = str(repo.resolve())
             os.environ[RELOAD_ENV] = "1" if reload else "0"
-            print(
-                f"amodal: serving {bundle.config.name} (bundle {bundle.version}) on "
-                f"http://{host}:{port}"
-                + (f" with {workers} worker processes" if workers > 1 else ""),
-                file=sys.stderr,
-            )
-            uvicorn.run(
+            config = uvicorn.Config(
                 "runtime.server.serve:served_app",
                 factory=True,
                 host=host,
@@ -60,6 +55,24 @@ def run_server(repo: Path, host: str, port: int, *, reload: bool, workers: int =
                 log_level="warning",
                 timeout_graceful_shutdown=5,
             )
+            # Bound here, before any worker starts: `--port 0` gets a port from the kernel,
+            # and the line below says which (tests and benchmarks read it).
+            sock = config.bind_socket()
+            bound = sock.getsockname()[1]
+            print(
+                f"amodal: serving {bundle.config.name} (bundle {bundle.version}) on "
+                f"http://{host}:{bound}"
+                + (f" with {workers} worker processes" if workers > 1 else ""),
+                file=sys.stderr,
+                flush=True,
+            )
+            if workers > 1:
+                Multiprocess(config, sockets=[sock]).run()
+            else:
+                server = uvicorn.Server(config)
+                server.run(sockets=[sock])
+                if not server.started:
+                    return 1  # it has said why (a failed start-up, a busy port)
     except AmodalError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1

@@ -221,9 +221,6 @@ def example_server(
 
 def stop(server: ServeProcess) -> None:
     server.stop()
-    for pipe in (server.process.stdout, server.process.stderr):
-        if pipe is not None:
-            pipe.close()
 
 
 def chromium_path(playwright: Playwright) -> str:

@@ -49,7 +49,7 @@ def amodal(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedPr
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a bound on a hang: on a busy 2-core machine a first answer took 96 s
     )
 
 

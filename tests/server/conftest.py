@@ -5,19 +5,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 import pytest
 
 from runtime.api import Runtime
 from runtime.server import Authenticator, create_app
+from runtime.testing.serve import ServeProcess
 
 
 @pytest.fixture
@@ -74,67 +71,6 @@ async def api_for(
 @pytest.fixture
 async def api(make_repo: Callable[..., Path], api_for: Callable[..., Any]) -> Api:
     return await api_for(make_repo())  # type: ignore[no-any-return]
-
-
-def listening_port(pid: int) -> int | None:
-    """The TCP port process `pid` listens on; None until it listens (or once it has exited)."""
-    try:
-        connections = psutil.Process(pid).net_connections(kind="tcp")
-    except psutil.NoSuchProcess:
-        return None
-    return next((c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN), None)
-
-
-class ServeProcess:
-    """`amodal serve` in a subprocess, as a user runs it, on a port the kernel picks.
-
-    It runs with `--port 0` and `wait_ready` reads the port off the process's own listening
-    socket: a free port picked here and bound by the server seconds later (once it has
-    imported and opened its database) could be taken in between by any process on the
-    machine, failing the start, or worse, leaving another server to answer the test.
-    """
-
-    def __init__(self, repo: Path, env: Mapping[str, str], *args: str) -> None:
-        self.port: int | None = None
-        executable = Path(sys.executable).with_name("amodal")
-        self.process = subprocess.Popen(
-            [str(executable), "--repo", str(repo), "serve", "--port", "0", *args],
-            env={**os.environ, **env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    @property
-    def url(self) -> str:
-        if self.port is None:
-            raise AssertionError("call wait_ready() first: the server picks its port as it starts")
-        return f"http://127.0.0.1:{self.port}"
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        """Until /health answers 200. The deadline only bounds a server that hangs: one that
-        fails exits, and that is seen at once; a start takes seconds on a busy machine."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"server exited: {self.process.stderr.read()}")  # type: ignore[union-attr]
-            if self.port is None:
-                self.port = listening_port(self.process.pid)
-            if self.port is not None:
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{self.url}/health", timeout=10).status_code == 200:
-                        return
-            time.sleep(0.05)
-        raise AssertionError(f"server did not answer /health within {timeout:g} s")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 @pytest.fixture

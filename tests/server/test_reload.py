@@ -99,8 +99,7 @@ def started(serve: Callable[..., ServeProcess], repo: Path, *args: str, **env: s
 
 def stderr_of(server: ServeProcess) -> str:
     server.stop()
-    assert server.process.stderr is not None
-    return server.process.stderr.read()
+    return server.output
 
 
 # ---------------------------------------------------------------- the watcher, end to end

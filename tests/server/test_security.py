@@ -180,10 +180,11 @@ def test_serve_refuses_to_bind_beyond_loopback_without_auth(
     env = {"AMODAL_OPERATOR_TOKEN": "", "MODEL_MAIN": "scripted"}
     process = serve(repo, env, "--host", "0.0.0.0", "--no-reload")
     try:
-        _, stderr = process.process.communicate(timeout=60)
+        code = process.wait(timeout=60)
     except subprocess.TimeoutExpired:
         raise AssertionError("amodal serve kept running on 0.0.0.0 without auth") from None
-    assert process.process.returncode == 1
+    stderr = process.output
+    assert code == 1
     assert "refusing to listen on 0.0.0.0 without authentication" in stderr
     assert "AMODAL_OPERATOR_TOKEN" in stderr and "127.0.0.1" in stderr
 
