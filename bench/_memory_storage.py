@@ -177,6 +177,32 @@ class MemoryStorage:
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         return [r for r in self._runs.values() if r.session_id == session_id]
 
+    async def interrupt_runs(
+        self, session_id: str, error: str, ended_at: datetime | None = None
+    ) -> list[RunRecord]:
+        running = [r for r in await self.list_runs(session_id) if r.status == "running"]
+        for run in running:
+            self._runs[run.id] = dataclasses.replace(
+                run, status="interrupted", error=error, ended_at=ended_at or utc_now()
+            )
+        return running
+
+    async def list_sessions(
+        self,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SessionRecord]:
+        found = [
+            s
+            for s in self._sessions.values()
+            if scope_id is None or (s.scope_id == scope_id and s.owner == owner)
+        ]
+        found.sort(key=lambda s: (s.updated_at, s.id), reverse=True)
+        return found[offset : offset + limit]
+
     # leases
 
     async def try_acquire_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
