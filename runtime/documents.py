@@ -42,6 +42,7 @@ from runtime.storage import (
     Storage,
     StorageError,
 )
+from runtime.text import json_problem, text_problem
 
 logger = logging.getLogger("amodal")
 
@@ -49,6 +50,8 @@ SHARED_SCOPE = "*shared*"
 """The one partition of a `shared` store."""
 
 DEFAULT_QUERY_LIMIT = 20
+MAX_QUERY_OFFSET = 2**31 - 1
+"""Beyond it an offset is refused (a database integer holds it; no store is that large)."""
 MAX_KEY_CHARS = 512
 PURGE_INTERVAL_SECONDS = 60.0
 PURGE_INTERVAL_ENV = "AMODAL_STORE_PURGE_SECONDS"
@@ -75,6 +78,9 @@ def validate_document(store: StoreDefinition, document: object) -> JSONObject:
     `DocumentError` listing every problem."""
     problems: list[str] = []
     checked = _object(store.schema, document, "", problems)
+    not_text = json_problem(document, "document")
+    if not_text is not None:
+        problems.append(not_text)
     if problems:
         what = f"the document does not fit the {store.entity} schema"
         raise DocumentError(store.name, what, problems)
@@ -260,6 +266,8 @@ def check_query(
             )
         elif value is None:
             checked[name] = None
+        elif isinstance(value, str) and text_problem(value) is not None:
+            problems.append(f"filter.{name}: {text_problem(value)}")
         else:
             found: list[str] = []
             # Bounds do not apply: a value outside them simply matches nothing.
@@ -278,14 +286,14 @@ def check_query(
         else:
             sort_text = str(sort)
     size = _integer(limit, DEFAULT_QUERY_LIMIT, "limit", 1, MAX_QUERY_LIMIT, problems)
-    skip = _integer(offset, 0, "offset", 0, None, problems)
+    skip = _integer(offset, 0, "offset", 0, MAX_QUERY_OFFSET, problems)
     if problems:
         raise DocumentError(store.name, "invalid query", problems)
     return DocumentQuery(checked, sort_text, size, skip)
 
 
 def _integer(
-    value: object, default: int, name: str, low: int, high: int | None, problems: list[str]
+    value: object, default: int, name: str, low: int, high: int, problems: list[str]
 ) -> int:
     if value is None:
         return default
@@ -294,12 +302,8 @@ def _integer(
     if isinstance(value, bool) or not isinstance(value, int):
         problems.append(f"{name}: expected an integer, got {_show(value)}")
         return default
-    if value < low or (high is not None and value > high):
-        problems.append(
-            f"{name}: {value} is out of range ({low} to {high})"
-            if high is not None
-            else f"{name}: {value} must be {low} or more"
-        )
+    if not low <= value <= high:
+        problems.append(f"{name}: {value} is out of range ({low} to {high})")
         return default
     return value
 
@@ -445,6 +449,7 @@ def _join(path: str, name: str) -> str:
 
 __all__ = [
     "DEFAULT_QUERY_LIMIT",
+    "MAX_QUERY_OFFSET",
     "SCALAR_TYPES",
     "SHARED_SCOPE",
     "DocumentError",

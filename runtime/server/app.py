@@ -15,7 +15,6 @@ from typing import Annotated, Any, TypeVar
 from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runtime.api import ChatResult, Runtime
 from runtime.bundle import Bundle
@@ -25,7 +24,13 @@ from runtime.exceptions import AmodalError, RequestError, UnknownAgentError
 from runtime.inspection import inspect_agent
 from runtime.metrics import Metrics
 from runtime.server.auth import Authenticator
-from runtime.server.errors import ApiError, error_response, install_error_handlers
+from runtime.server.errors import (
+    ApiError,
+    TextJSONResponse,
+    error_response,
+    install_error_handlers,
+)
+from runtime.server.guard import RequestGuard
 from runtime.server.store_routes import add_store_routes
 from runtime.storage import RunRecord
 from runtime.turn import Turn
@@ -35,7 +40,8 @@ T = TypeVar("T")
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: `"approve": "yes"` or `"stream": 0` is a 422, never coerced to a bool.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ChatBody(_Body):
@@ -55,8 +61,8 @@ class ConfirmationBody(_Body):
 def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     """The ASGI app serving `runtime`."""
     live, chats = runtime.live, runtime.chats
-    app = FastAPI(title="amodal", version="0.1.0")
-    app.add_middleware(_BodyLimit, limit=lambda: live().config.limits.max_request_bytes)
+    app = FastAPI(title="amodal", version="0.1.0", default_response_class=TextJSONResponse)
+    app.add_middleware(RequestGuard, limit=lambda: live().config.limits.max_request_bytes)
     install_error_handlers(app)
 
     @app.post("/chat")
@@ -237,6 +243,11 @@ async def _sse(turn: Turn) -> AsyncIterator[bytes]:
 
 def _frame(event: Event) -> bytes:
     data = json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
+    if not data.isascii():
+        try:
+            data.encode()
+        except UnicodeEncodeError:  # an unpaired surrogate (a model's broken output): escaped
+            data = json.dumps(event.to_json(), separators=(",", ":"))
     return f"event: {event.type}\ndata: {data}\n\n".encode()
 
 
@@ -281,47 +292,6 @@ def _agent_json(bundle: Bundle, name: str) -> dict[str, Any]:
         "role": agent.role,
         "default": agent.is_default,
     }
-
-
-class _BodyLimit:
-    """Refuse request bodies above the configured limit (413) before anything parses them."""
-
-    def __init__(self, app: ASGIApp, limit: Any) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = int(self.limit())
-        too_large = f"request bodies are limited to {limit} bytes"
-        headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await error_response(413, "body_too_large", too_large)(scope, receive, send)
-            return
-        # No (or a false) Content-Length: read the body here, counting. An error raised
-        # from inside receive() would reach FastAPI's body parsing, which turns it into
-        # a 400 "error parsing the body"; refusing before the app runs keeps it a 413.
-        buffered: list[Message] = []
-        seen = 0
-        while True:
-            message = await receive()
-            buffered.append(message)
-            if message["type"] != "http.request":
-                break
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                await error_response(413, "body_too_large", too_large)(scope, receive, send)
-                return
-            if not message.get("more_body", False):
-                break
-
-        async def replay() -> Message:
-            return buffered.pop(0) if buffered else await receive()
-
-        await self.app(scope, replay, send)
 
 
 __all__ = ["create_app", "error_response", "run_tree"]
