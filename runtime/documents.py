@@ -235,7 +235,11 @@ def _datetime(value: object, where: str, problems: list[str]) -> object:
         return value
     if moment.tzinfo is None:
         return value  # no offset: kept as written
-    utc = moment.astimezone(UTC).replace(tzinfo=None)
+    try:
+        utc = moment.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before the first representable moment
+        problems.append(f"{where}{_show(value)} is out of range in UTC ({example})")
+        return value
     return utc.isoformat(timespec="microseconds" if utc.microsecond else "seconds") + "Z"
 
 
@@ -272,7 +276,9 @@ def check_query(
             found: list[str] = []
             # Bounds do not apply: a value outside them simply matches nothing.
             unbounded = spec.model_copy(update={"min": None, "max": None})
-            checked[name] = _value(unbounded, value, f"filter.{name}", found)
+            checked[name] = _filter_number(
+                _value(unbounded, value, f"filter.{name}", found), f"filter.{name}", found
+            )
             problems.extend(found)
     sort_text: str | None = None
     if sort is not None and sort != "":
@@ -290,6 +296,17 @@ def check_query(
     if problems:
         raise DocumentError(store.name, "invalid query", problems)
     return DocumentQuery(checked, sort_text, size, skip)
+
+
+def _filter_number(value: Any, path: str, problems: list[str]) -> Any:
+    """An integer beyond 64 bits as the JSON number it is (a double): databases bind 64-bit
+    integers only, and compare stored JSON numbers as doubles anyway."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        try:
+            return float(value)
+        except OverflowError:
+            problems.append(f"`{path}`: the number is out of range")
+    return value
 
 
 def _integer(
@@ -337,6 +354,7 @@ def field_schema(spec: StoreField) -> dict[str, Any]:
     elif kind == "datetime":
         schema = {
             "type": "string",
+            "format": "date-time",
             "description": "ISO 8601, e.g. 2025-01-31T09:30:00Z (or a date: 2025-01-31)",
         }
     elif kind == "enum":

@@ -12,8 +12,8 @@ import re
 from collections.abc import AsyncIterator, Awaitable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, Header, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi import FastAPI, Header, Path, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.api import ChatResult, Runtime
@@ -31,12 +31,16 @@ from runtime.server.errors import (
     install_error_handlers,
 )
 from runtime.server.guard import RequestGuard
+from runtime.server.openapi import TURN, answers, install_openapi
 from runtime.server.store_routes import add_store_routes
 from runtime.storage import RunRecord
 from runtime.turn import Turn
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 T = TypeVar("T")
+
+# Declared in the OpenAPI document; checked by `_check_session_id` (its own error code).
+SessionId = Annotated[str, Path(json_schema_extra={"pattern": SESSION_ID.pattern})]
 
 
 class _Body(BaseModel):
@@ -48,7 +52,7 @@ class ChatBody(_Body):
     message: str = Field(min_length=1)
     agent: str | None = None
     context: dict[str, str] = Field(default_factory=dict)
-    session_id: str | None = None
+    session_id: str | None = Field(None, json_schema_extra={"pattern": SESSION_ID.pattern})
     stream: bool = True
     autonomous: bool = False
 
@@ -64,8 +68,9 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     app = FastAPI(title="amodal", version="0.1.0", default_response_class=TextJSONResponse)
     app.add_middleware(RequestGuard, limit=lambda: live().config.limits.max_request_bytes)
     install_error_handlers(app)
+    install_openapi(app, live, auth.configured)
 
-    @app.post("/chat")
+    @app.post("/chat", response_model=None, responses=TURN | answers(403, 404, 409))
     async def chat(
         body: ChatBody, authorization: Annotated[str | None, Header()] = None
     ) -> Response:
@@ -78,9 +83,13 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         turn = await _start(chats.start_turn(request, who))
         return await _respond(turn, body.stream)
 
-    @app.post("/sessions/{session_id}/confirmations/{call_id}")
+    @app.post(
+        "/sessions/{session_id}/confirmations/{call_id}",
+        response_model=None,
+        responses=TURN | answers(404, 409),
+    )
     async def confirm(
-        session_id: str,
+        session_id: SessionId,
         call_id: str,
         body: ConfirmationBody,
         authorization: Annotated[str | None, Header()] = None,
@@ -90,9 +99,9 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         turn = await _start(chats.start_confirmation(session_id, call_id, body.approve, who))
         return await _respond(turn, body.stream)
 
-    @app.get("/sessions/{session_id}")
+    @app.get("/sessions/{session_id}", responses=answers(404))
     async def get_session(
-        session_id: str, authorization: Annotated[str | None, Header()] = None
+        session_id: SessionId, authorization: Annotated[str | None, Header()] = None
     ) -> dict[str, Any]:
         who = auth.caller(authorization)
         _check_session_id(session_id)
@@ -118,17 +127,17 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
             ],
         }
 
-    @app.get("/sessions/{session_id}/runs")
+    @app.get("/sessions/{session_id}/runs", responses=answers(404))
     async def get_runs(
-        session_id: str, authorization: Annotated[str | None, Header()] = None
+        session_id: SessionId, authorization: Annotated[str | None, Header()] = None
     ) -> dict[str, Any]:
         who = auth.caller(authorization)
         _check_session_id(session_id)
         return run_tree(await _start(chats.get_runs(session_id, who)))
 
-    @app.delete("/sessions/{session_id}", status_code=204)
+    @app.delete("/sessions/{session_id}", status_code=204, responses=answers(404))
     async def delete_session(
-        session_id: str, authorization: Annotated[str | None, Header()] = None
+        session_id: SessionId, authorization: Annotated[str | None, Header()] = None
     ) -> Response:
         who = auth.caller(authorization)
         _check_session_id(session_id)
@@ -148,7 +157,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
             if wanted is None or (bundle.agents[name].role or "").lower() == wanted
         ]
 
-    @app.get("/agents/{name}")
+    @app.get("/agents/{name}", responses=answers(404))
     async def agent(name: str, authorization: Annotated[str | None, Header()] = None) -> Any:
         auth.caller(authorization)
         bundle = live()
@@ -156,7 +165,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
             raise UnknownAgentError(name, list(bundle.agents))
         return _agent_json(bundle, name)
 
-    @app.get("/agents/{name}/surface")
+    @app.get("/agents/{name}/surface", responses=answers(403, 404))
     async def surface(
         name: str, request: Request, authorization: Annotated[str | None, Header()] = None
     ) -> Any:
@@ -172,7 +181,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         claims.update(asked)
         return inspect_agent(live(), name, claims, context)
 
-    @app.post("/admin/reload")
+    @app.post("/admin/reload", responses=answers(403))
     async def reload(authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
         """Reload the repo now (e.g. after `git pull` without a file watcher); operators only."""
         if not auth.caller(authorization).operator:
@@ -188,7 +197,14 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     metrics.count_reload_failures(lambda: live.failed_reloads)
     chats.observers.add(metrics)
 
-    @app.get("/metrics")
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        responses={
+            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+            **answers(403),
+        },
+    )
     async def prometheus(authorization: Annotated[str | None, Header()] = None) -> Response:
         """What this server has done, in Prometheus' text format; operators only."""
         if not auth.caller(authorization).operator:

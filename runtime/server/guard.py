@@ -8,7 +8,8 @@ forget a rule:
   percent-decoded, are valid UTF-8 without U+0000, and so is every key and every
   string of a JSON body (`"\\ud800"` is valid JSON but no text). Anything else is
   a 422 `invalid_request` naming where, before any route runs;
-- a JSON body nested deeper than the parser can follow is a 422 too.
+- a body that is no UTF-8, or JSON nested deeper than the parser can follow, is
+  a 422 too (FastAPI would answer a 400 or fail).
 
 The offending value is never echoed: the message says where and which character.
 """
@@ -99,6 +100,8 @@ def body_problem(body: bytes) -> str | None:
         value = json.loads(body)
     except RecursionError:
         return "body: nested too deeply"
+    except UnicodeDecodeError:
+        return "body: not valid UTF-8; send JSON text"
     except ValueError:
         return None
     return json_problem(value)
