@@ -76,7 +76,7 @@ class _Assembler:
                 self.finish_reason = choice["finish_reason"]
             delta = choice.get("delta") or {}
             if delta.get("content"):
-                text += delta["content"]
+                text += _text(delta["content"])
             for fragment in delta.get("tool_calls") or ():
                 self._add_fragment(fragment)
         if text:
@@ -97,9 +97,9 @@ class _Assembler:
             call.id = fragment_id
         function = fragment.get("function") or {}
         if function.get("name") and not call.name:
-            call.name = function["name"]
+            call.name = _text(function["name"])
         if function.get("arguments"):
-            call.arguments.append(function["arguments"])
+            call.arguments.append(_text(function["arguments"]))
 
     def reply(self) -> ModelReply:
         calls = tuple(
@@ -230,7 +230,7 @@ class OpenAIModel:
         # Encoded once here: the SDK's typed `create` re-walks every message of the
         # transcript on every call (its cost grows with the session), then parses each
         # chunk into models; its client's `post` with a raw streaming response does neither.
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        content = _encode(body)
         attempt = 0
         while True:
             attempt += 1
@@ -378,6 +378,29 @@ async def _sse_chunks(response: Any) -> AsyncIterator[dict[str, Any] | None]:
             message = _body_message(chunk) or json.dumps(chunk["error"])[:200]
             raise _StreamError(f"error in the stream: {message}")
         yield chunk
+
+
+def _text(piece: object) -> str:
+    """A piece of the model's output as text: JSON lets a model send an unpaired surrogate
+    (`"\\ud800"`), which no UTF-8 stream, log or database takes; it becomes U+FFFD."""
+    text = str(piece)
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    """The request body as UTF-8 JSON; a string that is no text (a tool's result, say) is
+    sent as the `\\u` escape JSON allows rather than failing every call of the session."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":")).encode()
 
 
 def _retryable(error: Exception) -> bool:

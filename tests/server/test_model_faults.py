@@ -175,3 +175,47 @@ async def test_a_complete_tool_call_in_a_stream_closed_early_never_runs(
     assert [e for e in events if e["type"] in ("tool_call", "tool_result")] == []
     assert events[-1]["reason"] == "model_stop"  # retried: nothing had reached the client
     assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "I charged nothing."
+
+
+async def test_a_model_that_streams_an_unpaired_surrogate_leaves_the_session_usable(
+    make_repo: Callable[..., Path],
+    api_for: Callable[..., Any],
+    scripted_model: ScriptedModel,
+    database_url: str | None,
+) -> None:
+    # JSON lets a model send "\ud800": no text, which once broke the SSE frame, the stored
+    # transcript and every later request of the session.
+    api = await api_for(make_repo(REPO), {"DATABASE_URL": database_url} if database_url else {})
+    scripted_model.enqueue(reply("Odd \ud800 reply, emoji \U0001f600 kept."))
+
+    events = await api.chat(message="Hi")
+
+    assert events[-1]["reason"] == "model_stop"
+    text = "".join(e["text"] for e in events if e["type"] == "text_delta")
+    assert text == "Odd \ufffd reply, emoji \U0001f600 kept."
+    scripted_model.reply("Fine.")
+    again = await api.chat(message="Again", session_id=events[0]["session_id"])
+    assert again[-1]["reason"] == "model_stop"
+    assert scripted_model.requests[-1].messages[-2]["content"] == text
+
+
+async def test_a_tool_result_that_is_no_text_does_not_break_the_next_model_call(
+    make_repo: Callable[..., Path],
+    api_for: Callable[..., Any],
+    scripted_model: ScriptedModel,
+    database_url: str | None,
+) -> None:
+    files = {
+        **REPO,
+        "tools/charge/handler.py": (
+            "async def handler(args, ctx):\n    return {'note': 'x\\ud800'}\n"
+        ),
+    }
+    api = await api_for(make_repo(files), {"DATABASE_URL": database_url} if database_url else {})
+    scripted_model.enqueue(CHARGE, reply("Charged."))
+
+    events = await api.chat(message="Charge 5.")
+
+    kinds = [e["type"] for e in events]
+    assert kinds.count("done") == 1 and events[-1]["reason"] == "model_stop", events[-2:]
+    assert len(scripted_model.requests) == 2
