@@ -34,6 +34,7 @@ from runtime.models.router import ModelRouter
 from runtime.observe import Observers, RunObserver
 from runtime.reload import LiveBundle, watch
 from runtime.storage import Storage, default_database_path, open_storage
+from runtime.streams import TurnStreams
 from runtime.text import json_problem
 
 ModelChoice = str | Model | tuple[Any, str] | None
@@ -74,11 +75,15 @@ class ChatResult:
 class Runtime:
     """An agent repo, its database and its models, open for chats. Make one with `open`."""
 
-    def __init__(self, live: LiveBundle, storage: Storage, chats: ChatService) -> None:
+    def __init__(
+        self, live: LiveBundle, storage: Storage, chats: ChatService, streams: TurnStreams
+    ) -> None:
         self.live = live
         self.storage = storage
         self.chats = chats
         """The lower-level service the HTTP server uses (turns that refuse before streaming)."""
+        self.streams = streams
+        """Turns run in the background for clients that may lose their stream (HTTP)."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -100,30 +105,64 @@ class Runtime:
             live = LiveBundle(repo.root, repo)
         else:
             live = await anyio.to_thread.run_sync(LiveBundle.load, Path(repo))
-        root = live.root
-        owned = database is None or isinstance(database, str | os.PathLike)
-        if database is None or isinstance(database, str | os.PathLike):
-            storage = await open_storage(
-                database or os.environ.get("DATABASE_URL") or default_database_path(root)
-            )
-        else:
-            storage = database
+        if database is None:
+            database = os.environ.get("DATABASE_URL") or default_database_path(live.root)
         router = _router(model)
         watching = Observers(observers)  # a copy: one runtime's additions stay its own
-        chats = ChatService(live, storage, router, observers=watching)
         try:
-            async with anyio.create_task_group() as group:
-                if watch_repo:
-                    ignore = default_database_path(root).parent
-                    group.start_soon(lambda: watch(live, ignore=ignore))
-                yield cls(live, storage, chats)
-                group.cancel_scope.cancel()
+            async with cls._running(live, database, router, watching, watch_repo) as runtime:
+                yield runtime
         finally:
             with anyio.CancelScope(shield=True):
                 await router.aclose()
-                if owned:
-                    await storage.close()
                 watching.close()
+
+    @contextlib.asynccontextmanager
+    async def with_database(
+        self, database: str | os.PathLike[str] | Storage
+    ) -> AsyncIterator[Runtime]:
+        """This runtime's repo, models and observers over another database: a path or URL
+        (opened here, closed when the block ends) or an open `Storage` (left open). Evals
+        give each case a throwaway one: `async with rt.with_database(":memory:") as case:`."""
+        models, observers = self.chats.models, self.chats.observers
+        async with self._running(self.live, database, models, observers, False) as runtime:
+            yield runtime
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def _running(
+        cls,
+        live: LiveBundle,
+        database: str | os.PathLike[str] | Storage,
+        models: ModelRouter,
+        observers: Observers,
+        watch_repo: bool,
+    ) -> AsyncIterator[Runtime]:
+        """A runtime over `database` (closed at the end when opened here) with its background
+        tasks: the lease keeper, turns run for HTTP clients, and the repo watcher."""
+        owned = isinstance(database, str | os.PathLike)
+        storage = (
+            await open_storage(database) if isinstance(database, str | os.PathLike) else database
+        )
+        chats = ChatService(live, storage, models, observers=observers)
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(chats.leases.run)
+                if watch_repo:
+                    ignore = default_database_path(live.root).parent
+                    group.start_soon(lambda: watch(live, ignore=ignore))
+                yield cls(live, storage, chats, TurnStreams(chats.leases, group))
+                group.cancel_scope.cancel()
+        except BaseExceptionGroup as failed:
+            # The task group (its tasks never fail) wraps what the caller's block raised; the
+            # caller asked for a runtime, not a task group: give back its own exception.
+            if len(failed.exceptions) != 1:
+                raise
+            raise failed.exceptions[0] from None
+        finally:
+            if owned:
+                with anyio.CancelScope(shield=True):
+                    await storage.close()
 
     @classmethod
     def run_sync(cls, repo: str | os.PathLike[str], message: str, **options: Any) -> ChatResult:

@@ -89,16 +89,26 @@ class AgentDefinition:
     stores: tuple[StoreGrant, ...]
     max_tool_calls: int | None
     model_tier: ModelTier
+    model_settings: ModelSettings
+    """`modelSettings`: passed to the model on this agent's calls."""
     prompt: Template
     context: Template | None
     digest: str
     """A hash of the agent's own files: a session rebuilds its prompt when it changes."""
-    model_settings: ModelSettings = dataclasses.field(default_factory=ModelSettings)
-    """`modelSettings`: passed to the model on this agent's calls."""
 
     @property
     def is_default(self) -> bool:
         return self.name == DEFAULT_AGENT
+
+    @property
+    def summary(self) -> str:
+        """The first line of the description: what rosters show (delegating agents get it all)."""
+        return summary_line(self.description)
+
+
+def summary_line(description: str) -> str:
+    """The first non-blank line of a description, trimmed."""
+    return next((line.strip() for line in description.splitlines() if line.strip()), "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +127,8 @@ class SkillDefinition:
     body: str
     allowed_tools: tuple[str, ...]
     file: str
+    files: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Supporting text files of the skill's folder, by path relative to it (`load_skill`)."""
 
 
 @dataclass(frozen=True, slots=True)

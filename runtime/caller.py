@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from runtime.surface import DEFAULT_SCOPE, SurfaceContext
 
-OPERATOR_OWNER = "@operator"
+OPERATOR_OWNER = ""
+"""Who owns the operator's sessions: what no credential yields (an empty `sub` counts as none)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from runtime.bundle import Bundle
 from runtime.caller import Caller, ChatRequest
 from runtime.exceptions import ConfirmationNotFoundError, SessionNotFoundError
-from runtime.leases import TurnLease
+from runtime.leases import LeaseKeeper
 from runtime.loop import PendingCall, Resume
 from runtime.models import ToolCall
 from runtime.models.router import ModelRouter
@@ -46,6 +46,9 @@ class ChatService:
         self.models = models
         self.observers = observers
         self.instance = instance or uuid.uuid4().hex[:8]
+        self.leases = LeaseKeeper(storage, self.instance)
+        """Takes sessions' leases and renews them; its `run()` must be running (Runtime.open
+        runs it) for a turn to keep its session past `lease_seconds`."""
         self._prompts: dict[str, SessionPrompt] = {}
 
     async def start_turn(self, request: ChatRequest, caller: Caller) -> Turn:
@@ -70,7 +73,7 @@ class ChatService:
                 uuid.uuid4().hex, caller.scope_id, caller.owner, rooting.agent, now, now
             )
             await self.storage.create_session(session)
-        lease = await TurnLease.acquire(self.storage, session.id, self.instance)
+        lease = await self.leases.acquire(session.id)
         return Turn(
             self,
             bundle,
@@ -92,7 +95,7 @@ class ChatService:
         pending = await self.storage.get_pending(session_id, call_id)
         if pending is None:
             raise ConfirmationNotFoundError(session_id, call_id)
-        lease = await TurnLease.acquire(self.storage, session.id, self.instance)
+        lease = await self.leases.acquire(session.id)
         # Deleting is the claim: only one request gets True, so an approval runs once.
         if not await self.storage.delete_pending(session_id, call_id):
             await lease.release()
@@ -117,6 +120,17 @@ class ChatService:
     ) -> tuple[SessionRecord, list[StoredEvent]]:
         session = await self._session(session_id, caller)
         return session, await self.storage.list_events(session_id)
+
+    async def list_sessions(
+        self, caller: Caller, *, limit: int = 20, offset: int = 0
+    ) -> list[SessionRecord]:
+        """The sessions `_session` would let this caller see, most recently updated first:
+        its own (scope and owner), or every session for an operator."""
+        if caller.operator:
+            return await self.storage.list_sessions(limit=limit, offset=offset)
+        return await self.storage.list_sessions(
+            caller.scope_id, caller.owner, limit=limit, offset=offset
+        )
 
     async def get_runs(self, session_id: str, caller: Caller) -> list[RunRecord]:
         await self._session(session_id, caller)

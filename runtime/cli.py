@@ -44,8 +44,8 @@ class _Context:
             raise click.ClickException(f"--repo {self._repo}: there is no {REPO_FILE} there")
         return self._repo
 
-    def load(self, *, offline: bool = False) -> LoadResult:
-        return load_repo(self.repo, offline=offline)
+    def load(self, *, offline: bool = False, evals: bool = False) -> LoadResult:
+        return load_repo(self.repo, offline=offline, evals=evals)
 
     def bundle(self) -> Bundle:
         """The bundle, or exit 1 after printing every error (commands that need a valid repo)."""
@@ -77,8 +77,8 @@ def main(context: click.Context, repo: Path | None, verbose: bool) -> None:
 @click.option("--offline", is_flag=True, help="Check env: references by form only.")
 @click.pass_obj
 def validate(obj: _Context, as_json: bool, offline: bool) -> None:
-    """Check every file of the repo; exit 1 listing every error."""
-    result = obj.load(offline=offline)
+    """Check every file of the repo, eval suites included; exit 1 listing every error."""
+    result = obj.load(offline=offline, evals=True)
     _print_findings(result, as_json=as_json)
     if result.bundle is None:
         sys.exit(1)
@@ -87,7 +87,8 @@ def validate(obj: _Context, as_json: bool, offline: bool) -> None:
         click.echo(
             f"valid: {len(bundle.agents)} agents, {len(bundle.skills)} skills, "
             f"{len(bundle.stores)} stores, {len(bundle.knowledge)} knowledge documents, "
-            f"{len(bundle.tools)} custom tools (version {bundle.version})",
+            f"{len(bundle.tools)} custom tools, {len(result.suites)} eval suites "
+            f"(version {bundle.version})",
             err=True,
         )
 
@@ -96,7 +97,9 @@ def validate(obj: _Context, as_json: bool, offline: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.pass_obj
 def agents(obj: _Context, as_json: bool) -> None:
-    """List the agents: name, display name, role, description, and which is the default."""
+    """List the agents: name, display name, role, description, and which is the default.
+
+    The table shows each description's first line; --json gives the whole text."""
     bundle = obj.bundle()
     rows = [
         {
@@ -118,7 +121,7 @@ def agents(obj: _Context, as_json: bool) -> None:
                 agent.name + (" (default)" if agent.is_default else ""),
                 agent.display_name,
                 agent.role or "",
-                agent.description,
+                agent.summary,
             ]
             for agent in sorted(bundle.agents.values(), key=lambda agent: agent.name)
         ],
@@ -281,10 +284,140 @@ def chat(
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
 @click.option("--no-reload", is_flag=True, help="Do not watch the repo for changes.")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Server processes on one port, sharing the database.",
+)
 @click.pass_obj
-def serve(obj: _Context, host: str, port: int, no_reload: bool) -> None:
+def serve(obj: _Context, host: str, port: int, no_reload: bool, workers: int) -> None:
     """Serve the HTTP API (chat with SSE streaming, sessions, agents, health)."""
     from runtime.server.serve import run_server
 
     obj.bundle()  # every error printed, exit 1, before anything starts
-    sys.exit(run_server(obj.repo, host, port, reload=not no_reload))
+    sys.exit(run_server(obj.repo, host, port, reload=not no_reload, workers=workers))
+
+
+@main.group(name="import")
+def import_group() -> None:
+    """Bring agents from another tool: Claude Code or OpenCode (see docs/import.md)."""
+
+
+def _import_command(format_name: str, summary: str) -> None:
+    @import_group.command(name=format_name, help=summary)
+    @click.argument("source", type=click.Path(exists=True, path_type=Path))
+    @click.option(
+        "--into",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="The agent repo to import into; made with `amodal init` when it has no "
+        "amodal.json (default: the current agent repo).",
+    )
+    @click.option("--dry-run", is_flag=True, help="Report what would be imported; write nothing.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the report as a JSON list.")
+    @click.pass_obj
+    def command(
+        obj: _Context, source: Path, into: Path | None, dry_run: bool, as_json: bool
+    ) -> None:
+        from runtime.importers import import_claude_code, import_opencode
+
+        target = into if into is not None else obj.repo
+        run = import_claude_code if format_name == "claude-code" else import_opencode
+        report = run(source, target, dry_run=dry_run)
+        click.echo(json.dumps(report.as_json(), indent=2) if as_json else report.text())
+        if as_json:
+            click.echo(report.summary(), err=True)
+        for error in report.validation_errors:
+            click.echo(f"error: {error}", err=True)
+        if report.validation_errors:
+            sys.exit(1)
+        if not dry_run:
+            click.echo(f"next: cd {target} && amodal validate && amodal agents", err=True)
+
+
+_import_command(
+    "claude-code",
+    "Import Claude Code subagents and skills from SOURCE: a .claude/agents folder, a project "
+    "or user folder, or a plugin tree or marketplace.",
+)
+_import_command(
+    "opencode",
+    "Import OpenCode agents and skills from SOURCE: a project (.opencode/agent/, "
+    "opencode.json), a config folder, or an agent folder.",
+)
+
+
+@main.command("eval")
+@click.argument("suites", nargs=-1)
+@click.option(
+    "--case", "cases", multiple=True, metavar="NAME", help="Run only this case (repeatable)."
+)
+@click.option(
+    "--repeat",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Run each case N times.",
+)
+@click.option(
+    "--concurrency",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Cases running at once.",
+)
+@click.option(
+    "--min-pass-rate",
+    type=click.FloatRange(0, 1),
+    help="A case passes when this share of its attempts passes (default: all of them).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
+@click.option(
+    "--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here."
+)
+@click.option("--compare", nargs=2, metavar="RUN_A RUN_B", help="Compare two kept runs instead.")
+@click.pass_obj
+def eval_(
+    obj: _Context,
+    suites: tuple[str, ...],
+    cases: tuple[str, ...],
+    repeat: int,
+    concurrency: int,
+    min_pass_rate: float | None,
+    as_json: bool,
+    junit: Path | None,
+    compare: tuple[str, str] | None,
+) -> None:
+    """Run the eval suites of evals/ (all, or the SUITES named); exit 1 when a case fails.
+
+    Each case runs in a fresh session on a throwaway database. Runs are kept under
+    .amodal/evals/; `--compare RUN_A RUN_B` (run ids, `latest`, `previous` or files)
+    lists the cases that regressed and improved.
+    """
+    from runtime.evals.terminal import compare_command, run_command  # loads rich
+
+    if compare:
+        if suites or cases or junit:
+            raise click.UsageError(
+                "--compare reads two kept runs: it takes no SUITE, --case or --junit"
+            )
+        sys.exit(compare_command(obj.repo, *compare, as_json=as_json))
+    result = obj.load(evals=True)
+    _print_findings(result, as_json=False, errors_to_stderr=True)
+    if result.bundle is None:
+        sys.exit(1)
+    sys.exit(
+        run_command(
+            obj.repo,
+            result.bundle,
+            result.suites,
+            names=suites,
+            cases=cases,
+            repeat=repeat,
+            concurrency=concurrency,
+            min_pass_rate=min_pass_rate,
+            as_json=as_json,
+            junit=junit,
+        )
+    )

@@ -25,6 +25,7 @@ import anyio
 
 from runtime.bundle import Bundle
 from runtime.exceptions import ToolError
+from runtime.prompt import list_item
 from runtime.registry import CALL_SUBAGENT
 from runtime.surface import Surface, SurfaceContext
 from runtime.tools import Tool, ToolContext
@@ -154,7 +155,7 @@ def call_subagent_tool(
         return results[0] if len(results) == 1 else {"results": results}
 
     descriptions = "\n".join(
-        f"- {name}: {agents[name].description or agents[name].display_name}" for name in callable_
+        list_item(name, agents[name].description or agents[name].display_name) for name in callable_
     )
     return Tool(
         CALL_SUBAGENT,

@@ -58,11 +58,14 @@ class Usage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Event:
-    """What every event carries: its session and its run."""
+    """What every event carries: its session and its run, and where it sits in the session's
+    log (`id`: the SSE event id, `SEQ` or `SEQ:K` for the K-th event of one log entry; a
+    client that reconnects asks for the events after it)."""
 
     type: ClassVar[str]
     session_id: str
     run_id: str
+    id: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The wire shape: `type`, `session_id`, `run_id`, then the event's own fields."""
@@ -78,7 +81,7 @@ class _Event:
         return {
             f.name: getattr(self, f.name)
             for f in fields(self)
-            if f.name not in ("session_id", "run_id")
+            if f.name not in ("session_id", "run_id", "id")
         }
 
 

@@ -213,14 +213,23 @@ class Persona(Strict):
     personality: Annotated[str, StringConstraints(max_length=2000)] | None = None
 
 
-OneLine = Annotated[str, StringConstraints(max_length=120, pattern=r"^[^\r\n]*$")]
+Description = Annotated[str, StringConstraints(max_length=1024)]
+"""What an agent is for: its first line is the roster summary, the whole text goes to
+delegating agents."""
+
+
+class ModelSettings(Strict):
+    """Sampling settings passed to the model on this agent's calls."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
 
 
 class AgentConfig(Strict):
     """agent.json, the `agent` dict of agent.py, or AGENT.md frontmatter (with `displayName`)."""
 
     name: Annotated[str, StringConstraints(min_length=1, max_length=40)] | None = None
-    description: OneLine = ""
+    description: Description = ""
     role: str | None = None
     persona: Persona | None = None
     tools: tuple[Entry, ...] = ()
@@ -231,6 +240,7 @@ class AgentConfig(Strict):
     stores: dict[str, StoreAccess] = Field(default_factory=dict)
     max_tool_calls: int | None = Field(default=None, ge=1, le=200)
     model_tier: Literal["simple", "default", "advanced"] = "default"
+    model_settings: ModelSettings | None = None
     max_depth: int | None = Field(default=None, ge=1, le=5)
     timeout: int | None = Field(default=None, ge=5, le=600)
     target_output_min: int | None = Field(default=None, ge=50, le=4000)

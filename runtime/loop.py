@@ -23,7 +23,6 @@ from typing import Any
 
 import anyio
 
-from runtime import events
 from runtime.events import DoneReason, Event, ToolStatus, Usage
 from runtime.exceptions import ModelError, ToolError
 from runtime.models import Model, ModelReply, ModelSettings, ToolCall
@@ -37,9 +36,11 @@ from runtime.observe import (
 )
 from runtime.recorder import Recorder
 from runtime.registry import ASK_CHOICE, CALL_SUBAGENT, STOP_EXECUTION
+from runtime.replay import shown_arguments, wire_events
 from runtime.tools import Tool, ToolContext, encode_result, with_budget
 
 MAX_PARALLEL_TOOLS = 8
+TEXT_FLUSH_SECONDS = 0.02
 OUT_OF_BUDGET = (
     "You have used every tool call of this run. Do not call tools: answer now with what "
     "you have, and say what is left undone."
@@ -113,35 +114,31 @@ async def run_loop(
     while True:
         out_of_budget = used >= spec.max_tool_calls
         reply: ModelReply | None = None
+        text = _TextBuffer()
         async for item in _model_call(spec, transcript, out_of_budget):
-            if isinstance(item, str):
-                yield events.TextDelta(session_id=spec.session_id, run_id=spec.run_id, text=item)
-            else:
+            if isinstance(item, ModelReply):
                 reply = item
+            elif text.add(item):
+                for event in await _record(spec, recorder, "text", {"text": text.take()}):
+                    yield event
+        if text:
+            for event in await _record(spec, recorder, "text", {"text": text.take()}):
+                yield event
         assert reply is not None  # a model always ends with a reply or raises
         calls = [] if out_of_budget else list(reply.tool_calls)
         message = _assistant_message(reply.text, calls)
         transcript.append(message)
-        await recorder.record(
-            "assistant",
-            {"text": reply.text, "tool_calls": message.get("tool_calls", []), "model": reply.model},
-            run_id=spec.run_id,
-            agent=spec.agent,
-        )
-        yield events.ModelUsage(
-            session_id=spec.session_id, run_id=spec.run_id, model=reply.model, usage=reply.usage
-        )
+        answered = {
+            "text": reply.text,
+            "tool_calls": message.get("tool_calls", []),
+            "model": reply.model,
+            "usage": reply.usage.as_json(),
+        }
+        for event in await _record(spec, recorder, "assistant", answered):
+            yield event  # the model's usage, then one tool_call event per call
         if out_of_budget or not calls:
             yield RunOutcome("max_tool_calls" if out_of_budget else "model_stop", reply.text)
             return
-        for call in calls:
-            yield events.ToolCall(
-                session_id=spec.session_id,
-                run_id=spec.run_id,
-                call_id=call.id,
-                name=call.name,
-                arguments=_shown(call.arguments),
-            )
         if spec.nested is None or not any(call.name == CALL_SUBAGENT for call in calls):
             step = await _run_calls(spec, calls, used)
         else:  # specialists run: stream their events while they work
@@ -153,24 +150,51 @@ async def run_loop(
         async for event in _results(spec, transcript, recorder, step.done, used):
             yield event
         if step.choice is not None:
-            yield events.Choice(
-                session_id=spec.session_id,
-                run_id=spec.run_id,
-                question=step.choice["question"],
-                options=tuple(step.choice["options"]),
-            )
+            asked = {"question": step.choice["question"], "options": step.choice["options"]}
+            for event in await _record(spec, recorder, "choice", asked):
+                yield event
         if step.pending is not None:
             call = step.pending.call
-            yield events.ConfirmationRequired(
-                session_id=spec.session_id,
-                run_id=spec.run_id,
-                call_id=call.id,
-                name=call.name,
-                arguments=_shown(call.arguments),
-            )
+            waiting = {
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": shown_arguments(call.arguments),
+            }
+            for event in await _record(spec, recorder, "confirmation_required", waiting):
+                yield event
         if step.reason is not None:
             yield RunOutcome(step.reason, reply.text, step.pending)
             return
+
+
+class _TextBuffer:
+    """A model's text deltas, written to the log in pieces: the first at once, then at most
+    one piece every `TEXT_FLUSH_SECONDS` (the rest when the answer ends), so a fast model
+    costs a few writes an answer and a slow one streams every delta as it comes."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._flushed = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self._parts)
+
+    def add(self, delta: str) -> bool:
+        """Keep `delta`; True when the buffer is due to be written."""
+        self._parts.append(delta)
+        return time.monotonic() - self._flushed >= TEXT_FLUSH_SECONDS
+
+    def take(self) -> str:
+        self._flushed = time.monotonic()
+        text, self._parts = "".join(self._parts), []
+        return text
+
+
+async def _record(
+    spec: RunSpec, recorder: Recorder, type: str, data: dict[str, Any]
+) -> list[Event]:
+    """Write one log entry; the events it stands for on the wire, with their ids."""
+    return wire_events(await recorder.record(type, data, run_id=spec.run_id, agent=spec.agent))
 
 
 async def _model_call(
@@ -224,8 +248,8 @@ class EventSink:
     def __init__(self) -> None:
         self._send, self._receive = anyio.create_memory_object_stream[Event | None](math.inf)
 
-    async def emit(self, event: Event) -> None:
-        await self._send.send(event)
+    def publish(self, event: Event) -> None:
+        self._send.send_nowait(event)  # the buffer is unbounded: this never waits
 
     async def drain(self) -> AsyncIterator[Event]:
         """Events until the producer marks the end with `close_phase`."""
@@ -234,8 +258,8 @@ class EventSink:
                 return
             yield event
 
-    async def close_phase(self) -> None:
-        await self._send.send(None)
+    def close_phase(self) -> None:
+        self._send.send_nowait(None)
 
     def close(self) -> None:
         """Release both ends (the turn is over)."""
@@ -252,8 +276,7 @@ async def _streaming_nested(
         try:
             box.append(await work)
         finally:
-            with anyio.CancelScope(shield=True):
-                await sink.close_phase()
+            sink.close_phase()
 
     async with anyio.create_task_group() as group:
         group.start_soon(produce)
@@ -353,7 +376,12 @@ async def _observed_call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
     if not spec.observers:
         return await _call(spec, call)
     started = ToolCallStarted(
-        spec.session_id, spec.run_id, spec.agent, call.id, call.name, _shown(call.arguments)
+        spec.session_id,
+        spec.run_id,
+        spec.agent,
+        call.id,
+        call.name,
+        shown_arguments(call.arguments),
     )
     spec.observers.notify("tool_call_started", started)
     clock = time.monotonic()
@@ -433,10 +461,8 @@ async def _results(
         payload = result.get("result") if result["status"] == "ok" else {"error": result["error"]}
         content = encode_result(with_budget(payload, used, spec.max_tool_calls), spec.result_limit)
         transcript.append({"role": "tool", "tool_call_id": call.id, "content": content})
-        await recorder.record(
-            "tool_result", {**result, "content": content}, run_id=spec.run_id, agent=spec.agent
-        )
-        yield events.ToolResult(session_id=spec.session_id, run_id=spec.run_id, **result)
+        for event in await _record(spec, recorder, "tool_result", {**result, "content": content}):
+            yield event
 
 
 def _messages(
@@ -465,12 +491,6 @@ def _assistant_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
 
 
 _MALFORMED: Any = object()
-
-
-def _shown(arguments: str) -> Any:
-    """Arguments as events show them: parsed, or the raw text when it is not JSON."""
-    parsed = _parsed(arguments)
-    return arguments if parsed is _MALFORMED else parsed
 
 
 def _parsed(arguments: str) -> Any:

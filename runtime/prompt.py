@@ -98,7 +98,7 @@ def _resources(bundle: Bundle, surface: Surface) -> str:
             if LOAD_SKILL in surface.tools
             else "You know these skills by name only."
         )
-        items = [_item(name, bundle.skills[name].description) for name in surface.skills]
+        items = [list_item(name, bundle.skills[name].description) for name in surface.skills]
         sections.append("## Skills\n\n" + how + "\n" + "\n".join(items))
     if LOAD_KNOWLEDGE in surface.tools and bundle.knowledge:
         items = [
@@ -114,7 +114,9 @@ def _resources(bundle: Bundle, surface: Surface) -> str:
         sections.append("## Stores\n\n" + "\n".join(items))
     if CALL_SUBAGENT in surface.tools:
         items = [
-            _item(f"{name} ({bundle.agents[name].display_name})", bundle.agents[name].description)
+            list_item(
+                f"{name} ({bundle.agents[name].display_name})", bundle.agents[name].description
+            )
             for name in surface.subagents
         ]
         sections.append(
@@ -124,8 +126,12 @@ def _resources(bundle: Bundle, surface: Surface) -> str:
     return "# Resources\n\n" + "\n\n".join(sections) if sections else ""
 
 
-def _item(name: str, description: str) -> str:
-    return f"- {name}: {description}" if description else f"- {name}"
+def list_item(name: str, description: str) -> str:
+    """A list item; a description of several lines keeps them, indented under the item."""
+    if not description:
+        return f"- {name}"
+    first, *rest = [line.rstrip() for line in description.strip().splitlines()]
+    return "\n".join([f"- {name}: {first}", *(f"  {line}" if line else "" for line in rest)])
 
 
 def _store(store: StoreDefinition, mode: str) -> str:

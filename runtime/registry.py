@@ -20,7 +20,14 @@ PROTOCOL_TOOLS = (STOP_EXECUTION, ASK_CHOICE)
 CALL_SUBAGENT = "call_subagent"
 LOAD_SKILL = "load_skill"
 LOAD_KNOWLEDGE = "load_knowledge"
-FILE_TOOLS = ("read_file", "write_file", "list_files", "propose_source_change")
+FILE_TOOLS = (
+    "read_file",
+    "write_file",
+    "list_files",
+    "glob_files",
+    "grep_files",
+    "propose_source_change",
+)
 READ_OPS: tuple[StoreOp, ...] = ("get", "query")
 WRITE_OPS: tuple[StoreOp, ...] = ("put", "delete")
 
@@ -28,11 +35,23 @@ _BUILTIN_DESCRIPTIONS: dict[str, tuple[ToolKind, str]] = {
     "stop_execution": ("protocol", "End the run now, when the task is done or cannot continue."),
     "ask_choice": ("protocol", "Ask the person to choose one of a few options; ends the turn."),
     CALL_SUBAGENT: ("delegation", "Hand one or more tasks to specialist agents."),
-    LOAD_SKILL: ("skill", "Load the full instructions of a skill by its name."),
+    LOAD_SKILL: (
+        "skill",
+        "Load the full instructions of a skill by its name, or one of its supporting files.",
+    ),
     LOAD_KNOWLEDGE: ("knowledge", "Load a knowledge document by its name."),
     "read_file": ("file", "Read a text file of the workspace."),
     "write_file": ("file", "Write a text file of the workspace."),
     "list_files": ("file", "List the files of a workspace directory."),
+    "glob_files": (
+        "file",
+        "Find workspace files whose path matches a glob pattern (`**/*.py`, `src/*.{ts,tsx}`).",
+    ),
+    "grep_files": (
+        "file",
+        "Search the text of workspace files for a regular expression (RE2 syntax); gives "
+        "each matching line with its file and line number.",
+    ),
     "propose_source_change": (
         "file",
         "Propose a change to the agent repo for a person to review; never applied directly.",

@@ -31,7 +31,7 @@ from runtime.loop import EventSink, PendingCall, Resume, RunOutcome, RunSpec, ru
 from runtime.models.router import ModelRouter
 from runtime.observe import Observers, RunEnded, RunStarted
 from runtime.prompt import system_prompt
-from runtime.recorder import Recorder
+from runtime.recorder import EventLog, Recorder
 from runtime.registry import CALL_SUBAGENT
 from runtime.storage import RunRecord, RunStatus, Storage, utc_now
 from runtime.surface import Surface, SurfaceContext, resolve
@@ -114,9 +114,9 @@ class TurnScope:
     root_agent: str
     storage: Storage
     models: ModelRouter
-    recorder: Recorder
+    recorder: EventLog
     observers: Observers
-    sink: EventSink = field(default_factory=EventSink)
+    sink: EventSink
     budget: DelegationBudget = field(init=False)
 
     def __post_init__(self) -> None:
@@ -176,15 +176,12 @@ class TurnScope:
                 observers=self.observers,
             )
 
-        await self.sink.emit(
-            events.SubagentStart(
-                session_id=self.session_id,
-                run_id=run_id,
-                parent_run_id=parent_run_id,
-                depth=depth,
-                subagent=name,
-                label=label,
-            )
+        self.recorder.stream_run(run_id)  # its events reach the client through the sink
+        await self.recorder.record(
+            "subagent_start",
+            {"parent_run_id": parent_run_id, "depth": depth, "subagent": name, "label": label},
+            run_id=run_id,
+            agent=name,
         )
         self.observers.notify("run_started", started)
         transcript = [{"role": "user", "content": task_message(task)}]
@@ -193,9 +190,7 @@ class TurnScope:
                 self.storage, record, prepare, transcript, self.recorder
             ):
                 if isinstance(item, RunResult):
-                    result = item
-                else:
-                    await self.sink.emit(item)
+                    result = item  # its events were streamed as they were logged
         finally:
             with anyio.CancelScope(shield=True):
                 await self._end_specialist(started, result, time.monotonic() - clock)
@@ -208,14 +203,13 @@ class TurnScope:
         return answer
 
     async def _end_specialist(self, started: RunStarted, result: RunResult, elapsed: float) -> None:
-        await self.sink.emit(
-            events.SubagentEnd(
-                session_id=self.session_id,
-                run_id=started.run_id,
-                status="error" if result.error else "ok",
-                duration_ms=round(elapsed * 1000),
-                usage=result.usage,
-            )
+        ended = {
+            "status": "error" if result.error else "ok",
+            "duration_ms": round(elapsed * 1000),
+            "usage": result.usage.as_json(),
+        }
+        await self.recorder.record(
+            "subagent_end", ended, run_id=started.run_id, agent=started.agent
         )
         self.observers.notify(
             "run_ended", started, RunEnded(result.status, result.usage, elapsed, result.error)

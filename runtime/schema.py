@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from runtime.evals.suite import SuiteFile
 from runtime.formats import AgentConfig, RepoConfig, StoreFile, ToolFile
 
 SCHEMAS_DIR = Path(__file__).parent / "schemas"
@@ -22,13 +23,14 @@ _FORMATS: dict[str, tuple[type[BaseModel], str]] = {
     "agent": (AgentConfig, "agents/<name>/agent.json: the configuration of one agent"),
     "store": (StoreFile, "stores/<name>.json: one store and its entity schema"),
     "tool": (ToolFile, "tools/<name>/tool.json: one custom tool"),
+    "eval": (SuiteFile, "evals/<suite>.yaml or .json: one eval suite"),
 }
 
 SCHEMA_NAMES = tuple(_FORMATS)
 
 
 def json_schema(name: str) -> dict[str, Any]:
-    """The JSON Schema of one format (`amodal`, `agent`, `store` or `tool`)."""
+    """The JSON Schema of one format (`amodal`, `agent`, `store`, `tool` or `eval`)."""
     model, title = _FORMATS[name]
     schema = model.model_json_schema(by_alias=True, mode="validation")
     return {

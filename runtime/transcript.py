@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Set
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from runtime.storage import Storage
 
 INTERRUPTED = json.dumps({"error": "interrupted: the turn ended before this call finished"})
 
@@ -56,11 +59,11 @@ def rebuild(
     return _close_open_calls(messages, pending) if repair else messages
 
 
-def open_calls(messages: list[dict[str, Any]]) -> list[str]:
-    """Ids of tool calls that have no result yet."""
+def open_calls(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(id, tool name) of the tool calls that have no result yet."""
     answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
     return [
-        call["id"]
+        (call["id"], call.get("function", {}).get("name", ""))
         for m in messages
         if m["role"] == "assistant"
         for call in m.get("tool_calls", ())
@@ -68,8 +71,16 @@ def open_calls(messages: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+async def unanswered_calls(storage: Storage, session_id: str) -> list[tuple[str, str]]:
+    """(id, tool name) of the session's tool calls left without a result, except those a
+    person is asked to approve: what a turn that was cut off must close."""
+    pending = {p.call_id for p in await storage.list_pending(session_id)}
+    messages = rebuild(await storage.list_events(session_id), repair=False)
+    return [(call_id, name) for call_id, name in open_calls(messages) if call_id not in pending]
+
+
 def _close_open_calls(messages: list[dict[str, Any]], pending: Set[str]) -> list[dict[str, Any]]:
-    missing = set(open_calls(messages)) - set(pending)
+    missing = {call_id for call_id, _ in open_calls(messages)} - set(pending)
     if not missing:
         return messages
     repaired: list[dict[str, Any]] = []

@@ -25,17 +25,18 @@ from runtime.delegation import LABEL_CHARS
 from runtime.events import DoneReason, Event, Usage
 from runtime.exceptions import AmodalError, ModelError
 from runtime.leases import TurnLease
-from runtime.loop import Resume, RunSpec
+from runtime.loop import EventSink, Resume, RunSpec
 from runtime.models import ModelSettings, ToolCall
 from runtime.observe import TurnEnded, TurnStarted
 from runtime.prompt import context_prompt
 from runtime.recorder import EventLog
+from runtime.replay import wire_events
 from runtime.rooting import Rooting, handoff_note
 from runtime.runs import RunResult, TurnScope, recorded_run
 from runtime.storage import PendingConfirmation, RunRecord, SessionRecord, StoredEvent, utc_now
 from runtime.surface import Surface, resolve
 from runtime.tools import ToolContext
-from runtime.transcript import INTERRUPTED, open_calls, rebuild
+from runtime.transcript import INTERRUPTED, rebuild, unanswered_calls
 
 if TYPE_CHECKING:
     from runtime.chats import ChatService
@@ -75,7 +76,8 @@ class Turn:
         """The turn's usage so far: its own model calls and every specialist's."""
         self.reason: DoneReason | None = None
         """Why the turn ended, once it has."""
-        self._log = EventLog(service.storage, session.id, bundle.version)
+        sink = EventSink()
+        self._log = EventLog(service.storage, session.id, bundle.version, sink)
         self._scope = TurnScope(
             bundle,
             session.id,
@@ -84,6 +86,7 @@ class Turn:
             service.models,
             self._log,
             service.observers,
+            sink,
         )
         self._consumed = False
 
@@ -109,24 +112,19 @@ class Turn:
         try:
             try:
                 async for event in self._events():
-                    await self.lease.keep()
                     if isinstance(event, events.ModelUsage):
                         self.usage += event.usage
                     yield event
                 assert self.reason is not None
                 reason = self.reason
-            except ModelError as failure:
-                error = str(failure)
-                yield self._error("model_error", error)
-            except AmodalError as failure:
-                error = str(failure)
-                yield self._error("runtime_error", error)
-            except Exception as failure:  # a bug must still end the stream with error and done
-                logger.exception(
-                    "turn_failed", extra={"event": "turn_failed", "session": self.session.id}
-                )
-                error = f"{type(failure).__name__}: {failure}"
-                yield self._error("internal_error", error)
+            except Exception as failure:  # ends with an `error` event, then `done`
+                code, error = _failure(failure)
+                if code == "internal_error":  # a bug: the log needs its traceback
+                    logger.exception(
+                        "turn_failed", extra={"event": "turn_failed", "session": self.session.id}
+                    )
+                for event in await self._logged("error", code=code, message=error):
+                    yield event
         except BaseException:
             reason, error = "cancelled", "cancelled"
             with anyio.CancelScope(shield=True):
@@ -141,10 +139,9 @@ class Turn:
                 TurnEnded(reason, self.usage, time.monotonic() - clock, error),
             )
         with anyio.CancelScope(shield=True):
-            await self._finish(reason)
-        yield events.Done(
-            session_id=self.session.id, run_id=self.run_id, reason=reason, usage=self.usage
-        )
+            ended = await self._finish(reason)
+        for event in ended:
+            yield event
 
     async def aclose(self) -> None:
         """Give the session back without running the turn (it was never consumed)."""
@@ -153,40 +150,39 @@ class Turn:
             self._scope.sink.close()
             await self.lease.release()
 
-    async def _finish(self, reason: DoneReason) -> None:
-        await self._record("done", reason=reason, usage=self.usage.as_json())
+    async def _finish(self, reason: DoneReason) -> list[Event]:
+        done = await self._logged("done", reason=reason, usage=self.usage.as_json())
         await self.lease.release()
         self._scope.sink.close()
+        return done
 
     async def _events(self) -> AsyncIterator[Event]:
         bundle, storage, session = self.bundle, self.service.storage, self.session
-        yield events.Session(
-            session_id=session.id,
-            run_id=self.run_id,
-            agent=self.agent,
-            bundle_version=bundle.version,
-            created=self.created,
-        )
         history = await storage.list_events(session.id)
         definition = bundle.agents.get(self.agent) if self.agent != MAIN_AGENT else None
         caller = self.caller.surface_context(self.agent, self.context)
         surface = resolve(bundle, self.agent, caller, root=self.agent)
-
-        await self._record(
-            "turn", agent=self.agent, surface=surface.fingerprint, context=self.context
-        )
+        for event in await self._logged(
+            "turn",
+            agent=self.agent,
+            surface=surface.fingerprint,
+            context=self.context,
+            created=self.created,
+        ):
+            yield event  # `session`, first of every turn
         waiting = await storage.list_pending(session.id)
         if self.message is not None:
-            await self._deny_waiting(waiting)
+            for event in await self._deny_waiting(waiting):
+                yield event
         if self.rooting.changed and self.rooting.previous is not None:
-            async for event in self._reroot(self.rooting.previous, surface):
+            for event in await self._reroot(self.rooting.previous, surface):
                 yield event
         changed = _surface_changed(history, self.agent, surface)
         if changed is not None:
-            await self._record("surface_changed", agent=self.agent, fingerprint=changed)
-            yield events.SurfaceChanged(
-                session_id=session.id, run_id=self.run_id, agent=self.agent, fingerprint=changed
-            )
+            for event in await self._logged(
+                "surface_changed", agent=self.agent, fingerprint=changed
+            ):
+                yield event
         if self.message is not None:
             await self._record("user", text=self.message)
 
@@ -236,20 +232,23 @@ class Turn:
         if result.pending is not None:
             await self._save_pending(result.pending.call, result.pending.used)
 
-    async def _deny_waiting(self, waiting: list[PendingConfirmation]) -> None:
+    async def _deny_waiting(self, waiting: list[PendingConfirmation]) -> list[Event]:
         """A new message instead of a decision: the waiting call is not approved. Its result
         must follow its assistant message, so it is written before the new message."""
+        denied: list[Event] = []
         for pending in waiting:
             if await self.service.storage.delete_pending(self.session.id, pending.call_id):
                 denial = "not approved: the person sent a new message instead"
-                await self._record(
+                denied += await self._logged(
                     "tool_result",
                     call_id=pending.call_id,
                     name=pending.tool,
                     status="denied",
+                    duration_ms=0,
                     error=denial,
                     content=json.dumps({"error": denial}),
                 )
+        return denied
 
     async def _save_pending(self, call: ToolCall, used: int) -> None:
         await self.service.storage.save_pending(
@@ -265,7 +264,7 @@ class Turn:
             )
         )
 
-    async def _reroot(self, previous: str, surface: Surface) -> AsyncIterator[Event]:
+    async def _reroot(self, previous: str, surface: Surface) -> list[Event]:
         bundle = self.bundle
         if previous == MAIN_AGENT or previous in bundle.agents:
             before = resolve(
@@ -274,14 +273,9 @@ class Turn:
         else:  # the old root was removed by a reload: it offered nothing we can name
             before = surface
         await self.service.storage.set_root(self.session.id, self.agent)
-        await self._record("agent", **{"from": previous, "to": self.agent})
+        changed = await self._logged("agent", **{"from": previous, "to": self.agent})
         await self._record("handoff", text=handoff_note(previous, self.agent, before, surface))
-        yield events.AgentChange(
-            session_id=self.session.id,
-            run_id=self.run_id,
-            from_agent=previous,
-            to_agent=self.agent,
-        )
+        return changed
 
     async def _system_prompt(
         self, agent: AgentDefinition | None, surface: Surface, logged: list[StoredEvent]
@@ -301,27 +295,32 @@ class Turn:
 
     async def _close_interrupted(self) -> None:
         """Give every call left without a result an `interrupted` one (a cancelled turn)."""
-        storage = self.service.storage
-        pending = {p.call_id for p in await storage.list_pending(self.session.id)}
-        messages = rebuild(await storage.list_events(self.session.id), repair=False)
-        for call_id in open_calls(messages):
-            if call_id not in pending:
-                await self._record(
-                    "tool_result",
-                    call_id=call_id,
-                    name="",
-                    status="error",
-                    error="interrupted",
-                    content=INTERRUPTED,
-                )
+        for call_id, name in await unanswered_calls(self.service.storage, self.session.id):
+            await self._record(
+                "tool_result",
+                call_id=call_id,
+                name=name,
+                status="error",
+                duration_ms=0,
+                error="interrupted",
+                content=INTERRUPTED,
+            )
 
     async def _record(self, type: str, **data: Any) -> None:
         await self._log.record(type, data, run_id=self.run_id, agent=self.agent)
 
-    def _error(self, code: str, message: str) -> Event:
-        return events.Error(
-            session_id=self.session.id, run_id=self.run_id, code=code, message=message
-        )
+    async def _logged(self, type: str, **data: Any) -> list[Event]:
+        """Write an entry of the root run; the events it stands for on the wire."""
+        return wire_events(await self._log.record(type, data, run_id=self.run_id, agent=self.agent))
+
+
+def _failure(failure: Exception) -> tuple[str, str]:
+    """The `error` event's code and message for what ended a turn."""
+    if isinstance(failure, ModelError):
+        return "model_error", str(failure)
+    if isinstance(failure, AmodalError):
+        return "runtime_error", str(failure)
+    return "internal_error", f"{type(failure).__name__}: {failure}"
 
 
 def _surface_changed(history: list[StoredEvent], agent: str, surface: Surface) -> str | None:

@@ -20,7 +20,7 @@ import pytest
 pytest_plugins = ["runtime.testing.pytest_plugin", "tests._postgres", "tests._harness"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_FILES = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools")
+EXAMPLE_FILES = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools", "evals")
 
 MINIMAL_REPO: dict[str, Any] = {
     "amodal.json": {"name": "test-repo", "version": "1.0.0"},
@@ -62,11 +62,9 @@ def make_repo(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-@pytest.fixture
-def example_repo(tmp_path: Path) -> Path:
-    """A copy of the example repo at the project root, safe to edit."""
-    root = tmp_path / "example"
-    root.mkdir()
+def copy_example_repo(root: Path) -> Path:
+    """Copy the example repo at the project root into `root` (created)."""
+    root.mkdir(parents=True)
     for name in EXAMPLE_FILES:
         source = PROJECT_ROOT / name
         if source.is_dir():
@@ -74,6 +72,12 @@ def example_repo(tmp_path: Path) -> Path:
         else:
             shutil.copy(source, root / name)
     return root
+
+
+@pytest.fixture
+def example_repo(tmp_path: Path) -> Path:
+    """A copy of the example repo at the project root, safe to edit."""
+    return copy_example_repo(tmp_path / "example")
 
 
 @dataclass

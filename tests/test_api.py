@@ -195,6 +195,38 @@ async def test_a_string_that_is_no_text_is_refused_before_anything_runs(
     assert model.calls == []
 
 
+async def test_what_the_block_raises_reaches_the_caller_as_itself(team: Path) -> None:
+    model = FunctionModel(lambda messages, tools: "never")
+    with pytest.raises(UnknownAgentError, match="known agents"):
+        async with Runtime.open(team, model=model) as rt:
+            await rt.chat("hi", agent="nobody")
+    with pytest.raises(KeyError, match="mine"):
+        async with Runtime.open(team, model=model, watch_repo=True):
+            raise KeyError("mine")
+
+
+async def test_with_database_shares_the_repo_and_models_over_another_database(
+    team: Path, tmp_path: Path
+) -> None:
+    model = FunctionModel(lambda messages, tools: "hello")
+    async with Runtime.open(team, database=tmp_path / "main.db", model=model) as rt:
+        async with rt.with_database(tmp_path / "other.db") as other:
+            result = await other.chat("hi")
+            opened = other.storage
+            assert other.bundle is rt.bundle
+            assert await other.storage.get_session(result.session_id) is not None
+        assert await rt.storage.get_session(result.session_id) is None
+        with pytest.raises(StorageClosedError):  # it opened that database: it closed it
+            await opened.get_session("s")
+        mine = await open_storage(tmp_path / "mine.db")
+        async with rt.with_database(mine) as other:
+            await other.chat("again")
+        assert await mine.get_session("nope") is None  # still open: it is the caller's
+        await mine.close()
+        assert (await rt.chat("still open")).text == "hello"
+    assert len(model.calls) == 3  # one model for all of them
+
+
 async def test_agents_inspect_and_bundle_show_the_repo(team: Path) -> None:
     async with Runtime.open(team) as rt:
         assert [agent.name for agent in rt.agents()] == ["default", "gated", "helper"]

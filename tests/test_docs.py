@@ -15,7 +15,7 @@ import pytest
 from runtime.testing import ScriptedModel
 from tests.conftest import PROJECT_ROOT
 
-RUNNABLE = ("docs/python-api.md", "docs/observability.md")
+RUNNABLE = ("docs/python-api.md", "docs/observability.md", "docs/evals.md")
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
 

@@ -204,6 +204,28 @@ def test_specialists_are_listed_only_when_callable(make_repo: Callable[..., Path
     assert "call_subagent" not in loop
 
 
+def test_a_specialists_whole_description_is_shown_to_the_delegating_agent(
+    make_repo: Callable[..., Path],
+) -> None:
+    description = "Reviews diffs.\n\nUse it after every change; it reads the tests first."
+    root = make_repo(
+        {
+            "agents/reviewer/AGENT.md": "Review.\n",
+            "agents/reviewer/agent.json": {"description": description},
+            "agents/lead/AGENT.md": "Lead.\n",
+            "agents/lead/agent.json": {"subagents": ["reviewer"]},
+        }
+    )
+    bundle = load_bundle(root)
+
+    assert (
+        "- reviewer (reviewer): Reviews diffs.\n\n  Use it after every change; it reads the "
+        "tests first." in prompt_of(bundle, "lead")
+    )
+    assert f"Purpose: {description}" in prompt_of(bundle, "reviewer")
+    assert bundle.agents["reviewer"].summary == "Reviews diffs."
+
+
 def registry_like_names(text: str) -> set[str]:
     """Every backticked identifier and every store tool-like name in a prompt."""
     backticked = set(re.findall(r"`([a-z][a-z0-9_]*)`", text))

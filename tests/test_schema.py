@@ -10,6 +10,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+import yaml
 
 from runtime.schema import SCHEMA_NAMES, SCHEMAS_DIR, json_schema, schema_text
 
@@ -122,6 +123,28 @@ def test_store_schema_accepts_the_example_stores(path: Path) -> None:
 )
 def test_tool_schema_accepts_the_example_tools(path: Path) -> None:
     assert errors("tool", json.loads(path.read_text(encoding="utf-8"))) == []
+
+
+@pytest.mark.parametrize(
+    "path", sorted((PROJECT_ROOT / "evals").glob("*.yaml")), ids=lambda path: path.stem
+)
+def test_eval_schema_accepts_the_example_suites(path: Path) -> None:
+    assert errors("eval", yaml.safe_load(path.read_text(encoding="utf-8"))) == []
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"name": "x", "message": "hi", "expect": {"reply_contain": "hi"}},
+        {"name": "x", "message": "hi", "turns": ["hi"]},
+        {"name": "x"},
+        {"name": "x", "message": "hi", "expect": {"done_reason": "finished"}},
+        {"name": "x", "message": "hi", "claims": {"level": 3}},
+    ],
+    ids=["misspelt", "both", "neither", "reason", "claim"],
+)
+def test_eval_schema_rejects_what_the_loader_rejects(case: dict[str, Any]) -> None:
+    assert errors("eval", {"cases": [case]}) != []
 
 
 def test_schema_out_writes_every_schema(amodal: Callable[..., Any], tmp_path: Path) -> None:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import gc
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
-from runtime import events
+from runtime import Runtime, events
 from runtime.testing import ScriptedModel
 from tests._harness import Harness, done, of_type, types
 
@@ -22,3 +27,27 @@ async def test_a_turn_streams_text_and_ends_with_done(
     request = scripted_model.requests[0]
     assert request.last_user == "hi"
     assert "You are" in (request.system or "")
+
+
+async def test_turns_leave_no_stream_unclosed(
+    make_repo: Callable[..., Path], scripted_model: ScriptedModel
+) -> None:
+    files = {
+        "agents/default/agent.json": {"subagents": ["helper"]},
+        "agents/helper/AGENT.md": "You help.\n",
+    }
+    scripted_model.tool_call("call_subagent", {"calls": [{"subagent": "helper", "task": "t"}]})
+    scripted_model.reply("helped").reply("done").reply("plain").reply("cut short")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        async with Runtime.open(make_repo(files)) as rt:
+            await rt.chat("delegate")
+            await rt.chat("plain")
+            stream = rt.stream("stop early")
+            async for event in stream:
+                if isinstance(event, events.TextDelta):
+                    break  # the consumer goes away mid-turn
+            await stream.aclose()  # type: ignore[attr-defined]
+        gc.collect()
+    leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert not leaks, leaks

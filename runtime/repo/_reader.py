@@ -22,6 +22,18 @@ class Reader:
 
     def read(self, relative: str) -> str | None:
         """The file's text, or None after reporting why it cannot be read."""
+        data = self.read_bytes(relative)
+        if data is None:
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            line = data[: error.start].count(b"\n") + 1
+            self.report.error(relative, "the file is not UTF-8 text", line=line)
+            return None
+
+    def read_bytes(self, relative: str) -> bytes | None:
+        """The file's bytes, or None after reporting why it cannot be read."""
         try:
             data = (self.root / relative).read_bytes()
         except OSError as error:
@@ -29,12 +41,7 @@ class Reader:
             return None
         self.files[relative] = data
         self._hashes[relative] = hashlib.blake2b(data, digest_size=16).digest()
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            line = data[: error.start].count(b"\n") + 1
-            self.report.error(relative, "the file is not UTF-8 text", line=line)
-            return None
+        return data
 
     def digest(self, prefix: str = "") -> str:
         """A short hash over the files read (under `prefix`), by path and content."""

@@ -18,6 +18,7 @@ from runtime.bundle import (
     StoreGrant,
 )
 from runtime.formats import CONFIG_FIELDS, AgentConfig, Entry, FrontmatterConfig, StoreAccess
+from runtime.models import ModelSettings
 from runtime.registry import FILE_TOOLS
 from runtime.repo import _markdown
 from runtime.repo._python import callable_line, predicate_problem, run_module
@@ -170,6 +171,7 @@ def _definition(
         for store, access in (store_layer.config.stores.items() if store_layer else ())
     )
     persona = value("persona", "persona")
+    settings = value("modelSettings", "model_settings")
     display = value("displayName", "display_name") if pick("displayName") else value("name", "name")
     return AgentDefinition(
         name=name,
@@ -186,6 +188,9 @@ def _definition(
         stores=stores,
         max_tool_calls=value("maxToolCalls", "max_tool_calls"),
         model_tier=value("modelTier", "model_tier"),
+        model_settings=ModelSettings(settings.temperature, settings.max_tokens)
+        if settings
+        else ModelSettings(),
         prompt=prompt,
         context=context,
         digest=reader.digest(f"{AGENTS_DIR}/{name}/"),

@@ -17,6 +17,7 @@ from runtime.bundle import (
     Declared,
     StoreDefinition,
 )
+from runtime.evals.suite import Suite
 from runtime.exceptions import DefinitionError, DefinitionWarning, InvalidRepoError
 from runtime.registry import (
     ToolInfo,
@@ -31,6 +32,7 @@ from runtime.repo._report import Report, did_you_mean, known, normalized
 from runtime.repo.agents import load_agents
 from runtime.repo.config import load_config
 from runtime.repo.custom_tools import TOOLS_DIR, load_custom_tools
+from runtime.repo.evals import EvalNames, load_suites
 from runtime.repo.knowledge import load_knowledge
 from runtime.repo.skills import LoadedSkill, load_skills
 from runtime.repo.stores import STORES_DIR, load_stores
@@ -45,6 +47,8 @@ class LoadResult:
     bundle: Bundle | None
     errors: tuple[DefinitionError, ...]
     warnings: tuple[DefinitionWarning, ...]
+    suites: tuple[Suite, ...] = ()
+    """The eval suites of `evals/`, when the load was asked for them (`evals=True`)."""
 
     @property
     def ok(self) -> bool:
@@ -56,11 +60,14 @@ def load_repo(
     *,
     environ: Mapping[str, str] | None = None,
     offline: bool = False,
+    evals: bool = False,
 ) -> LoadResult:
     """Read and validate the agent repo at `root`; never raises for a problem in the repo.
 
     `environ` resolves `env:NAME` references (default: the process environment);
-    `offline` checks only their form, for validating without the deployment's secrets.
+    `offline` checks only their form, for validating without the deployment's secrets;
+    `evals` also reads and checks the eval suites of `evals/` (their problems are the
+    repo's errors then), which a served bundle never needs.
     """
     report = Report()
     reader = Reader(Path(root).resolve(), report)
@@ -95,6 +102,19 @@ def load_repo(
     for agent in agents:
         _check_agent(report, agent, names)
     _check_display_names(report, agents)
+    suites: list[Suite] = []
+    if evals:
+        # A reader of its own: suites are not part of what the bundle version hashes.
+        suites = load_suites(
+            Reader(reader.root, report),
+            EvalNames(
+                tools=frozenset(registry),
+                agents=names.agents,
+                stores=MappingProxyType({store.name: store for store in stores}),
+                mcp=names.mcp,
+                is_broken=names.is_broken,
+            ),
+        )
 
     if report.errors or config is None:
         return LoadResult(None, tuple(report.errors), tuple(report.warnings))
@@ -112,7 +132,7 @@ def load_repo(
         registry=MappingProxyType(registry),
         warnings=tuple(report.warnings),
     )
-    return LoadResult(bundle, (), bundle.warnings)
+    return LoadResult(bundle, (), bundle.warnings, tuple(suites))
 
 
 def load_bundle(

@@ -12,6 +12,8 @@ from runtime.repo._reader import Reader
 from runtime.repo._report import Source
 
 SKILLS_DIR = "skills"
+MAX_SUPPORTING_FILE_BYTES = 1_000_000
+MAX_SUPPORTING_FILES = 200
 _SKILL_HEADING = re.compile(r"^Skill:\s*(.+)$", re.IGNORECASE)
 _TRIGGER = re.compile(r"^Trigger:\s*(.*)$", re.IGNORECASE)
 
@@ -105,8 +107,47 @@ def _load_skill(reader: Reader, relative: str, folder: str) -> LoadedSkill | Non
         body=document.body.strip(),
         allowed_tools=front.allowed_tools,
         file=relative,
+        files=_supporting_files(reader, relative.rpartition("/")[0]),
     )
     return LoadedSkill(skill, folder, source)
+
+
+def _supporting_files(reader: Reader, folder: str) -> dict[str, str]:
+    """The skill folder's other text files, which `load_skill(name, file)` returns.
+
+    They are read with the repo like every definition (so they are in the bundle version
+    and hot reload sees them); files that are not UTF-8 text, too large, hidden, or past
+    the count limit are left out with a warning that says so.
+    """
+    root = reader.root / folder
+    files: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        inside = path.relative_to(root).as_posix()
+        relative = f"{folder}/{inside}"
+        if inside == "SKILL.md" or not path.is_file() or path.is_symlink():
+            continue
+        if any(part.startswith(".") or part == "__pycache__" for part in inside.split("/")):
+            continue
+        if len(files) >= MAX_SUPPORTING_FILES:
+            reader.report.warn(
+                relative, f"ignored: a skill serves at most {MAX_SUPPORTING_FILES} files"
+            )
+            break
+        if path.stat().st_size > MAX_SUPPORTING_FILE_BYTES:
+            reader.report.warn(
+                relative,
+                f"ignored: larger than {MAX_SUPPORTING_FILE_BYTES:,} bytes, so load_skill "
+                "does not serve it",
+            )
+            continue
+        data = reader.read_bytes(relative)
+        if data is None:
+            continue
+        try:
+            files[inside] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            reader.report.warn(relative, "ignored: not UTF-8 text, so load_skill does not serve it")
+    return files
 
 
 def _heading_description(body: str, heading_index: int) -> str:

@@ -8,21 +8,24 @@ are always `{"error": {"code", "message"}}`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Awaitable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, Header, Path, Request
+from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.api import ChatResult, Runtime
 from runtime.bundle import Bundle
 from runtime.caller import ChatRequest
+from runtime.console import add_console
 from runtime.events import Event
 from runtime.exceptions import AmodalError, RequestError, UnknownAgentError
 from runtime.inspection import inspect_agent
 from runtime.metrics import Metrics
+from runtime.replay import position
 from runtime.server.auth import Authenticator
 from runtime.server.errors import (
     ApiError,
@@ -31,12 +34,16 @@ from runtime.server.errors import (
     install_error_handlers,
 )
 from runtime.server.guard import RequestGuard
-from runtime.server.openapi import TURN, answers, install_openapi
+from runtime.server.openapi import EVENTS, TURN, answers, install_openapi
 from runtime.server.store_routes import add_store_routes
-from runtime.storage import RunRecord
-from runtime.turn import Turn
+from runtime.storage import MAX_QUERY_LIMIT, RunRecord, SessionRecord
+from runtime.streams import LiveTurn
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# An event id (`SEQ` or `SEQ:K`), bounded so it fits the database's integers.
+EVENT_ID = re.compile(r"^[0-9]{1,18}(:[0-9]{1,9})?$")
+EVENT_ID_SCHEMA = {"pattern": EVENT_ID.pattern}
+MAX_OFFSET = 1_000_000
 T = TypeVar("T")
 
 # Declared in the OpenAPI document; checked by `_check_session_id` (its own error code).
@@ -81,7 +88,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
             body.message, body.agent, body.context, body.session_id, body.autonomous
         )
         turn = await _start(chats.start_turn(request, who))
-        return await _respond(turn, body.stream)
+        return await _respond(runtime.streams.start(turn), body.stream)
 
     @app.post(
         "/sessions/{session_id}/confirmations/{call_id}",
@@ -97,7 +104,22 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         who = auth.caller(authorization)
         _check_session_id(session_id)
         turn = await _start(chats.start_confirmation(session_id, call_id, body.approve, who))
-        return await _respond(turn, body.stream)
+        return await _respond(runtime.streams.start(turn), body.stream)
+
+    @app.get("/sessions")
+    async def list_sessions(
+        limit: Annotated[int, Query(ge=1, le=MAX_QUERY_LIMIT)] = 20,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        """The caller's own sessions (every session for an operator), newest activity first."""
+        who = auth.caller(authorization)
+        sessions = await _start(chats.list_sessions(who, limit=limit, offset=offset))
+        return {
+            "sessions": [_session_json(session) for session in sessions],
+            "limit": limit,
+            "offset": offset,
+        }
 
     @app.get("/sessions/{session_id}", responses=answers(404))
     async def get_session(
@@ -122,8 +144,9 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
                     **{k: v for k, v in e.data.items() if k != "key"},
                 }
                 for e in events
-                # The system prompt is the operator's business, not every caller's.
-                if who.operator or e.type != "prompt"
+                # The system prompt is the operator's business, not every caller's; the pieces
+                # a reply streamed in are on /events (the `assistant` entry has it whole).
+                if (who.operator or e.type != "prompt") and e.type != "text"
             ],
         }
 
@@ -134,6 +157,25 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         who = auth.caller(authorization)
         _check_session_id(session_id)
         return run_tree(await _start(chats.get_runs(session_id, who)))
+
+    @app.get("/sessions/{session_id}/events", responses=EVENTS | answers(404))
+    async def session_events(
+        session_id: SessionId,
+        after: Annotated[str | None, Query(json_schema_extra=EVENT_ID_SCHEMA)] = None,
+        authorization: Annotated[str | None, Header()] = None,
+        last_event_id: Annotated[str | None, Header(json_schema_extra=EVENT_ID_SCHEMA)] = None,
+    ) -> Response:
+        """The session's events after an id (`?after=` or `Last-Event-ID`), then its running
+        turn live until `done`, as SSE: how a client that lost its stream picks it up."""
+        who = auth.caller(authorization)
+        _check_session_id(session_id)
+        await _start(chats.get_session(session_id, who))
+        given = after if after is not None else last_event_id
+        if given and not EVENT_ID.fullmatch(given):
+            message = f"not an event id: {given!r} (expected SEQ or SEQ:K, digits)"
+            raise ApiError(422, "invalid_event_id", message)
+        seen = position(given) if given else (0, 0)
+        return _event_stream(runtime.streams.follow(session_id, seen))
 
     @app.delete("/sessions/{session_id}", status_code=204, responses=answers(404))
     async def delete_session(
@@ -191,7 +233,12 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "bundle_version": live().version, "reload_error": live.reload_error}
+        return {
+            "status": "ok",
+            "bundle_version": live().version,
+            "reload_error": live.reload_error,
+            "process": os.getpid(),  # which server process answered (`--workers N`)
+        }
 
     metrics = Metrics()
     metrics.count_reload_failures(lambda: live.failed_reloads)
@@ -212,6 +259,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         return Response(metrics.render(), media_type=metrics.content_type)
 
     add_store_routes(app, live, runtime.storage, auth)
+    add_console(app, auth)
     return app
 
 
@@ -226,20 +274,18 @@ async def _start(starting: Awaitable[T]) -> T:
 
 
 def _check_session_id(session_id: str) -> None:
-    if not SESSION_ID.match(session_id):
+    if not SESSION_ID.fullmatch(session_id):
         raise ApiError(
             422, "invalid_session_id", "a session id is 1-64 letters, digits, '-' or '_'"
         )
 
 
-async def _respond(turn: Turn, stream: bool) -> Response:
+async def _respond(live: LiveTurn, stream: bool) -> Response:
+    """The turn's events as SSE, or one JSON document when it ends. Either way the turn runs
+    to its end if the client goes away; the client can pick its events up again."""
     if stream:
-        return StreamingResponse(
-            _sse(turn),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-    result = ChatResult.of([event async for event in turn.events()])
+        return _event_stream(live.tail())
+    result = ChatResult.of([event async for event in live.tail()])
     return JSONResponse(
         {
             "session_id": result.session_id,
@@ -252,9 +298,16 @@ async def _respond(turn: Turn, stream: bool) -> Response:
     )
 
 
-async def _sse(turn: Turn) -> AsyncIterator[bytes]:
-    async for event in turn.events():
-        yield _frame(event)
+def _event_stream(streamed: AsyncIterator[Event]) -> StreamingResponse:
+    async def frames() -> AsyncIterator[bytes]:
+        async for event in streamed:
+            yield _frame(event)
+
+    return StreamingResponse(
+        frames(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 def _frame(event: Event) -> bytes:
@@ -262,9 +315,9 @@ def _frame(event: Event) -> bytes:
     if not data.isascii():
         try:
             data.encode()
-        except UnicodeEncodeError:  # an unpaired surrogate (a model's broken output): escaped
+        except UnicodeEncodeError:  # an unpaired surrogate (a tool's broken output): escaped
             data = json.dumps(event.to_json(), separators=(",", ":"))
-    return f"event: {event.type}\ndata: {data}\n\n".encode()
+    return f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n".encode()
 
 
 def run_tree(runs: list[RunRecord]) -> dict[str, Any]:
@@ -299,12 +352,22 @@ def run_tree(runs: list[RunRecord]) -> dict[str, Any]:
     }
 
 
+def _session_json(session: SessionRecord) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "agent": session.root_agent,
+        "created_at": session.created_at.isoformat(),
+        "updated_at": session.updated_at.isoformat(),
+    }
+
+
 def _agent_json(bundle: Bundle, name: str) -> dict[str, Any]:
     agent = bundle.agents[name]
     return {
         "name": agent.name,
         "display_name": agent.display_name,
         "description": agent.description,
+        "summary": agent.summary,
         "role": agent.role,
         "default": agent.is_default,
     }

@@ -78,29 +78,36 @@ class ChatReply(BaseModel):
     done_reason: str
 
 
+FRAMES: dict[str, Any] = {
+    # One item per frame: `id: <event id>`, `event: <type>` and `data: <the event as JSON>`.
+    "itemSchema": {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^[0-9]+(:[0-9]+)?$"},
+            "event": {"type": "string", "enum": sorted(EVENT_TYPES)},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": EVENT,
+            },
+        },
+    }
+}
+EVENTS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The events as Server-Sent Events",
+        "content": {"text/event-stream": FRAMES},
+    }
+}
+"""The answer of a route that streams a session's events."""
+
 TURN: dict[int | str, dict[str, Any]] = {
     200: {
         "model": ChatReply,
         "description": "The turn's events as Server-Sent Events, or, with "
         '`"stream": false`, the whole turn as one JSON document',
-        "content": {
-            "text/event-stream": {
-                # One item per frame: `event: <type>` and `data: <the event as JSON>`.
-                "itemSchema": {
-                    "type": "object",
-                    "required": ["event", "data"],
-                    "properties": {
-                        "event": {"type": "string", "enum": sorted(EVENT_TYPES)},
-                        "data": {
-                            "type": "string",
-                            "contentMediaType": "application/json",
-                            "contentSchema": EVENT,
-                        },
-                        "id": {"type": "string"},
-                    },
-                }
-            }
-        },
+        "content": {"text/event-stream": FRAMES},
     }
 }
 """The answer of a route that runs a turn (`POST /chat`, confirmations)."""

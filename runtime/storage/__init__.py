@@ -38,8 +38,8 @@ from runtime.exceptions import (
 JSONObject = dict[str, Any]
 """A JSON object as Python values: str keys; str, int, float, bool, None, list, dict values."""
 
-RunStatus = Literal["running", "ok", "error", "partial"]
-RUN_STATUSES: tuple[RunStatus, ...] = ("running", "ok", "error", "partial")
+RunStatus = Literal["running", "ok", "error", "partial", "interrupted"]
+RUN_STATUSES: tuple[RunStatus, ...] = ("running", "ok", "error", "partial", "interrupted")
 
 DATA_DIR_ENV = "AMODAL_DATA_DIR"
 DATABASE_FILE = "amodal.db"
@@ -216,6 +216,23 @@ class Storage(Protocol):
         """The session, or None when there is none with this id."""
         ...
 
+    async def list_sessions(
+        self,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SessionRecord]:
+        """Sessions, most recently updated first (ties by id), paged like `query_documents`.
+
+        `scope_id` None lists every session (an operator's view; `owner` is then
+        ignored); otherwise only the sessions of that scope whose owner is `owner`,
+        None matching the sessions without one. `ValueError` for a limit outside
+        1..100 or a negative offset.
+        """
+        ...
+
     async def set_root(self, session_id: str, agent: str) -> None:
         """Change the session's root agent and bump `updated_at`; `RecordNotFoundError`
         for an unknown session. (The re-root event is the caller's to append.)"""
@@ -301,6 +318,16 @@ class Storage(Protocol):
 
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         """The session's runs in the order they started."""
+        ...
+
+    async def interrupt_runs(
+        self, session_id: str, error: str, ended_at: datetime | None = None
+    ) -> list[RunRecord]:
+        """Close every run of the session still `running` as `interrupted` with `error`
+        (`ended_at` defaults to now), and return them as they were, in start order.
+
+        Called by the holder of the session's turn lease: a run still running then
+        belongs to a holder that died. Nothing is written when none is running."""
         ...
 
     # one turn at a time per session

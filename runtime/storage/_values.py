@@ -102,14 +102,19 @@ def _check_text(text: str, path: str) -> None:
             raise ValueError(f"{path}: strings in documents cannot hold unpaired surrogates") from e
 
 
+def check_page(limit: int, offset: int) -> None:
+    """`ValueError` unless `limit` is 1 to MAX_QUERY_LIMIT and `offset` 0 or more."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise ValueError(f"limit must be an int, got {limit!r}")
+    if not 1 <= limit <= MAX_QUERY_LIMIT:
+        raise ValueError(f"limit must be 1 to {MAX_QUERY_LIMIT}, got {limit}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an int of 0 or more, got {offset!r}")
+
+
 def check_query(query: DocumentQuery) -> tuple[list[tuple[str, FilterValue]], str | None, bool]:
     """The query's filters, sort field and direction; `ValueError` for anything out of bounds."""
-    if isinstance(query.limit, bool) or not isinstance(query.limit, int):
-        raise ValueError(f"limit must be an int, got {query.limit!r}")
-    if not 1 <= query.limit <= MAX_QUERY_LIMIT:
-        raise ValueError(f"limit must be 1 to {MAX_QUERY_LIMIT}, got {query.limit}")
-    if isinstance(query.offset, bool) or not isinstance(query.offset, int) or query.offset < 0:
-        raise ValueError(f"offset must be an int of 0 or more, got {query.offset!r}")
+    check_page(query.limit, query.offset)
     filters: list[tuple[str, FilterValue]] = []
     for name, value in _items(query.filters):
         if not isinstance(name, str) or not name:

@@ -147,6 +147,42 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "m007_interrupted_runs",
+        # A run whose server died is closed as `interrupted` by the next holder of its
+        # session. SQLite cannot change a CHECK in place: the table is rebuilt.
+        """
+        CREATE TABLE runs_next (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            parent_run_id TEXT,
+            depth INTEGER NOT NULL,
+            agent TEXT NOT NULL,
+            label TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            ended_at TEXT,
+            status TEXT NOT NULL
+                CHECK (status IN ('running', 'ok', 'error', 'partial', 'interrupted')),
+            usage TEXT NOT NULL DEFAULT '{}',
+            error TEXT
+        );
+        INSERT INTO runs_next
+            SELECT id, session_id, parent_run_id, depth, agent, label, started_at, ended_at,
+                   status, usage, error
+            FROM runs ORDER BY rowid;
+        DROP TABLE runs;
+        ALTER TABLE runs_next RENAME TO runs;
+        CREATE INDEX runs_by_session ON runs (session_id, started_at);
+        """,
+    ),
+    Migration(
+        "m008_operator_sessions_owner",
+        # The operator's sessions were owned by '@operator', which a JWT `sub` can be.
+        # '' is what no credential yields (an empty `sub` counts as none).
+        """
+        UPDATE sessions SET owner = '' WHERE owner = '@operator';
+        """,
+    ),
 )
 """SQLite's schema history. Append only (see the module docstring)."""
 
@@ -260,6 +296,20 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
             FOREIGN KEY (scope_id, store, key)
                 REFERENCES store_documents (scope_id, store, key) ON DELETE CASCADE
         );
+        """,
+    ),
+    Migration(
+        "m007_interrupted_runs",
+        """
+        ALTER TABLE runs DROP CONSTRAINT runs_status_check;
+        ALTER TABLE runs ADD CONSTRAINT runs_status_check
+            CHECK (status IN ('running', 'ok', 'error', 'partial', 'interrupted'));
+        """,
+    ),
+    Migration(
+        "m008_operator_sessions_owner",
+        """
+        UPDATE sessions SET owner = '' WHERE owner = '@operator';
         """,
     ),
 )

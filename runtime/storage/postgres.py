@@ -62,6 +62,7 @@ from runtime.storage._rows import (
 from runtime.storage._values import (
     aware,
     check_document,
+    check_page,
     check_query,
     check_status,
     check_ttl,
@@ -258,6 +259,33 @@ class PostgresStorage:
             return None if row is None else ROWS.session(row)
 
         return await self._read(get)
+
+    async def list_sessions(
+        self,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SessionRecord]:
+        check_page(limit, offset)
+        where = ""  # every session
+        values: tuple[str | None, ...] = ()
+        if scope_id is not None:
+            where, values = (
+                "WHERE scope_id = %s AND owner IS NOT DISTINCT FROM %s",
+                (scope_id, owner),
+            )
+
+        async def list_(connection: Connection) -> list[SessionRecord]:
+            cursor = await connection.execute(
+                f"SELECT {SESSION_COLUMNS} FROM sessions {where} "
+                "ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s",
+                (*values, limit, offset),
+            )
+            return [ROWS.session(row) for row in await cursor.fetchall()]
+
+        return await self._read(list_)
 
     async def set_root(self, session_id: str, agent: str) -> None:
         await self._update_session(
@@ -507,6 +535,25 @@ class PostgresStorage:
             return [ROWS.run(row) for row in await cursor.fetchall()]
 
         return await self._read(list_)
+
+    async def interrupt_runs(
+        self, session_id: str, error: str, ended_at: datetime | None = None
+    ) -> list[RunRecord]:
+        ended = aware(ended_at or utc_now(), "ended_at")
+
+        async def close(connection: Connection) -> list[RunRecord]:
+            # The old rows are returned: UPDATE ... RETURNING gives the new ones.
+            cursor = await connection.execute(
+                f"WITH closed AS (SELECT {RUN_COLUMNS}, ordinal FROM runs "
+                "WHERE session_id = %s AND status = 'running' FOR UPDATE), "
+                "updated AS (UPDATE runs SET status = 'interrupted', error = %s, ended_at = %s "
+                "WHERE id IN (SELECT id FROM closed)) "
+                f"SELECT {RUN_COLUMNS} FROM closed ORDER BY started_at, ordinal",
+                (session_id, error, ended),
+            )
+            return [ROWS.run(row) for row in await cursor.fetchall()]
+
+        return await self._write(close)
 
     # --- turn leases ------------------------------------------------------
 

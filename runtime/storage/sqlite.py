@@ -61,6 +61,7 @@ from runtime.storage._rows import (
 )
 from runtime.storage._values import (
     check_document,
+    check_page,
     check_query,
     check_status,
     check_ttl,
@@ -220,6 +221,30 @@ class SqliteStorage:
             return None if row is None else ROWS.session(row)
 
         return await self._read(get)
+
+    async def list_sessions(
+        self,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SessionRecord]:
+        check_page(limit, offset)
+        where = ""  # every session
+        values: tuple[str | None, ...] = ()
+        if scope_id is not None:
+            where, values = "WHERE scope_id = ? AND owner IS ?", (scope_id, owner)
+
+        def list_(connection: Connection) -> list[SessionRecord]:
+            rows = connection.execute(
+                f"SELECT {SESSION_COLUMNS} FROM sessions {where} "
+                "ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+                (*values, limit, offset),
+            ).fetchall()
+            return [ROWS.session(row) for row in rows]
+
+        return await self._read(list_)
 
     async def set_root(self, session_id: str, agent: str) -> None:
         await self._update_session(
@@ -463,6 +488,33 @@ class SqliteStorage:
             return [ROWS.run(row) for row in rows]
 
         return await self._read(list_)
+
+    async def interrupt_runs(
+        self, session_id: str, error: str, ended_at: datetime | None = None
+    ) -> list[RunRecord]:
+        ended = iso(ended_at or utc_now(), "ended_at")
+        running = f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ? AND status = 'running'"
+
+        def find(connection: Connection) -> bool:
+            return connection.execute(running + " LIMIT 1", (session_id,)).fetchone() is not None
+
+        # Read first: a turn start asks every time, and nearly always finds nothing to write.
+        if not await self._read(find):
+            return []
+
+        def close(connection: Connection) -> list[RunRecord]:
+            with _transaction(connection):
+                rows = connection.execute(
+                    running + " ORDER BY started_at, rowid", (session_id,)
+                ).fetchall()
+                connection.execute(
+                    "UPDATE runs SET status = 'interrupted', error = ?, ended_at = ? "
+                    "WHERE session_id = ? AND status = 'running'",
+                    (error, ended, session_id),
+                )
+            return [ROWS.run(row) for row in rows]
+
+        return await self._write(close)
 
     # --- turn leases ------------------------------------------------------
 

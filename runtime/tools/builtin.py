@@ -13,7 +13,7 @@ from runtime.bundle import Bundle, CustomTool
 from runtime.registry import ASK_CHOICE, FILE_TOOLS, LOAD_KNOWLEDGE, LOAD_SKILL, STOP_EXECUTION
 from runtime.storage import Storage
 from runtime.surface import Surface
-from runtime.tools import Tool, ToolContext
+from runtime.tools import Tool, ToolContext, ToolError
 from runtime.tools.files import Propose, file_tools
 from runtime.tools.store_tools import store_tools
 
@@ -65,14 +65,26 @@ def skill_tool(bundle: Bundle, surface: Surface) -> Tool:
 
     async def load_skill(arguments: dict[str, Any], context: ToolContext) -> Any:
         skill = bundle.skills[arguments["name"]]
-        return {"name": skill.name, "instructions": skill.body}
+        file = arguments.get("file")
+        if file is None:
+            result: dict[str, Any] = {"name": skill.name, "instructions": skill.body}
+            if skill.files:
+                result["files"] = sorted(skill.files)
+            return result
+        file = file.removeprefix("./")
+        if file not in skill.files:
+            listed = ", ".join(sorted(skill.files)) or "none"
+            raise ToolError(f"skill {skill.name!r} has no file {file!r}; its files: {listed}")
+        return {"name": skill.name, "file": file, "content": skill.files[file]}
 
-    return Tool(
-        LOAD_SKILL,
-        bundle.registry[LOAD_SKILL].description,
-        _name_parameter(names, "The skill's name."),
-        load_skill,
-    )
+    parameters = _name_parameter(names, "The skill's name.")
+    parameters["properties"]["file"] = {
+        "type": "string",
+        "minLength": 1,
+        "description": "One of the skill's supporting files (listed when the skill loads), "
+        "e.g. references/guide.md; omit it for the skill's instructions.",
+    }
+    return Tool(LOAD_SKILL, bundle.registry[LOAD_SKILL].description, parameters, load_skill)
 
 
 def knowledge_tool(bundle: Bundle) -> Tool:

@@ -1,4 +1,5 @@
-"""File tools: read, write and list files under the file-tool root; propose repo changes.
+"""File tools: read, write, list, glob and grep files under the file-tool root; propose
+repo changes.
 
 Agent definitions are out of reach by construction: every path is resolved
 (symlinks included) before use and refused when it leaves the file-tool root or
@@ -21,10 +22,22 @@ import anyio
 
 from runtime.bundle import Bundle
 from runtime.tools import Tool, ToolContext, ToolError
+from runtime.tools._search import (
+    MAX_GREP_BYTES,
+    PatternError,
+    Walk,
+    compile_glob,
+    compile_regex,
+    grep_lines,
+    literal_prefix,
+    looks_binary,
+)
 
 PROTECTED = ("agents", "skills", "tools", "stores", "connections", "amodal.json", ".amodal", ".git")
 MAX_READ_BYTES = 1_000_000
 MAX_LIST_ENTRIES = 500
+MAX_GLOB_RESULTS = 200
+MAX_GREP_MATCHES = 200
 
 Propose = Callable[[dict[str, Any], ToolContext], Awaitable[None]]
 
@@ -56,6 +69,22 @@ class FileArea:
 
     def shown(self, target: Path) -> str:
         return target.relative_to(self.root).as_posix() or "."
+
+    def permitted(self, path: Path) -> bool:
+        """Whether read_file could read `path` (an entry met while walking the root)."""
+        try:
+            self.resolve(path.relative_to(self.root).as_posix())
+        except (ToolError, ValueError, OSError):
+            return False
+        return True
+
+    def start(self, path: str) -> Path:
+        """The folder (or file) a search starts from: resolved, and unresolved for display."""
+        self.resolve(path)  # refuses escapes and protected paths with their reasons
+        start = self.root / path
+        if not start.exists():
+            raise ToolError(f"no file or directory {path!r}")
+        return start
 
 
 def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
@@ -101,6 +130,65 @@ def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
             )
         return {"path": area.shown(target), "entries": entries}
 
+    async def glob_files(arguments: dict[str, Any], context: ToolContext) -> Any:
+        pattern = arguments["pattern"].removeprefix("./")
+        if pattern.startswith("/") or ".." in pattern.split("/"):
+            raise ToolError("the pattern is relative to the file-tool root, without '..'")
+        try:
+            program = compile_glob(pattern)
+        except PatternError as error:
+            raise ToolError(str(error)) from error
+        prefix = literal_prefix(pattern)
+        if prefix and not (area.root / prefix).is_dir():
+            return {"pattern": pattern, "files": [], "truncated": False}
+        walk = Walk(area.start(prefix or "."), area.permitted)
+        return await anyio.to_thread.run_sync(_glob, walk, program, pattern)
+
+    def _glob(walk: Walk, program: Any, pattern: str) -> dict[str, Any]:
+        files: list[str] = []
+        truncated = False
+        for path in walk.files():
+            relative = path.relative_to(area.root).as_posix()
+            if program.match(relative):
+                if len(files) == MAX_GLOB_RESULTS:
+                    truncated = True
+                    break
+                files.append(relative)
+        return {"pattern": pattern, "files": files, "truncated": truncated or walk.truncated}
+
+    async def grep_files(arguments: dict[str, Any], context: ToolContext) -> Any:
+        try:
+            program = compile_regex(arguments["pattern"])
+            only = compile_glob(arguments["glob"]) if arguments.get("glob") else None
+        except PatternError as error:
+            raise ToolError(str(error)) from error
+        walk = Walk(area.start(arguments.get("path", ".")), area.permitted)
+        return await anyio.to_thread.run_sync(_grep, walk, program, only, arguments)
+
+    def _grep(walk: Walk, program: Any, only: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+        matches: list[dict[str, Any]] = []
+        searched, read_bytes, truncated = 0, 0, False
+        for path in walk.files():
+            if only is not None and not _glob_selects(only, arguments["glob"], path, walk.start):
+                continue
+            if read_bytes >= MAX_GREP_BYTES or len(matches) >= MAX_GREP_MATCHES:
+                truncated = True
+                break
+            data = _read(path)
+            read_bytes += len(data)
+            if looks_binary(data) or not _is_utf8(data):
+                continue
+            searched += 1
+            shown = path.relative_to(area.root).as_posix()
+            for found in grep_lines(program, data, MAX_GREP_MATCHES - len(matches)):
+                matches.append({"path": shown, "line": found.line, "text": found.text})
+        return {
+            "pattern": arguments["pattern"],
+            "matches": matches,
+            "files_searched": searched,
+            "truncated": truncated or walk.truncated,
+        }
+
     async def propose_source_change(arguments: dict[str, Any], context: ToolContext) -> Any:
         target = area.resolve(arguments["path"], for_proposal=True)
         proposal = {
@@ -131,6 +219,41 @@ def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
             list_files,
         ),
         Tool(
+            "glob_files",
+            describe["glob_files"].description,
+            _schema(
+                pattern={
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "Relative to the file-tool root; `**` matches any folders.",
+                }
+            ),
+            glob_files,
+        ),
+        Tool(
+            "grep_files",
+            describe["grep_files"].description,
+            _schema(
+                optional=("path", "glob"),
+                pattern={
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "A regular expression (RE2); `(?i)` ignores case.",
+                },
+                path={
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "A file or folder to search (default: the whole root).",
+                },
+                glob={
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "Only files matching this glob, e.g. `*.py` or `src/**/*.ts`.",
+                },
+            ),
+            grep_files,
+        ),
+        Tool(
             "propose_source_change",
             describe["propose_source_change"].description,
             _schema(
@@ -155,6 +278,24 @@ def _schema(optional: tuple[str, ...] = (), **properties: Any) -> dict[str, Any]
         "required": [name for name in properties if name not in optional],
         "additionalProperties": False,
     }
+
+
+def _glob_selects(program: Any, pattern: str, path: Path, start: Path) -> bool:
+    """A glob with a folder in it matches the path under the search folder; a bare one
+    (`*.py`) matches the file name, as in ripgrep."""
+    if "/" not in pattern:
+        return bool(program.match(path.name))
+    base = start if start.is_dir() else start.parent
+    return bool(program.match(path.relative_to(base).as_posix()))
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        # A file cut at MAX_READ_BYTES may end inside a character; that is still text.
+        return error.start >= len(data) - 3 and len(data) >= MAX_READ_BYTES
+    return True
 
 
 def _read(target: Path) -> bytes:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.bundle import ModelSettings
+
 from ._helpers import errors_in, line_of, load, only_error, valid, warnings_in
 
 AGENT_MD = "agents/default/AGENT.md"
@@ -383,8 +385,7 @@ def test_custom_role_is_kept_as_written(make_repo):
     [
         ("name", "x" * 41, "at most 40 characters"),
         ("name", "", "at least 1 character"),
-        ("description", "d" * 121, "at most 120 characters"),
-        ("description", "two\nlines", "pattern"),
+        ("description", "d" * 1025, "at most 1024 characters"),
         ("role", "chief!", "custom role"),
         ("maxToolCalls", 0, "greater than or equal to 1"),
         ("maxToolCalls", 201, "less than or equal to 200"),
@@ -420,11 +421,61 @@ def test_agent_json_field_out_of_range_is_an_error_at_its_line(make_repo, field,
         ("targetOutputMin", 50),
         ("targetOutputMax", 4000),
         ("name", "x" * 40),
-        ("description", "d" * 120),
+        ("description", "d" * 1024),
+        ("description", "First line.\nMore for delegating agents."),
     ],
 )
 def test_agent_json_field_at_the_edge_of_its_range_is_accepted(make_repo, field, value):
     valid(load(make_repo({AGENT_JSON: {field: value}})))
+
+
+@pytest.mark.parametrize(
+    ("settings", "field", "expected"),
+    [
+        ({"temperature": 2.5}, "modelSettings.temperature", "less than or equal to 2"),
+        ({"temperature": -0.1}, "modelSettings.temperature", "greater than or equal to 0"),
+        ({"maxTokens": 0}, "modelSettings.maxTokens", "greater than or equal to 1"),
+        ({"topP": 0.5}, "modelSettings.topP", "unknown key 'topP'"),
+    ],
+)
+def test_model_settings_out_of_range_are_errors_naming_the_field(
+    make_repo, settings, field, expected
+):
+    error = only_error(load(make_repo({AGENT_JSON: {"modelSettings": settings}})))
+
+    assert (error.file, error.field) == (AGENT_JSON, field)
+    assert expected in error.message
+
+
+def test_model_settings_reach_the_definition_from_each_format(make_repo):
+    root = make_repo(
+        {
+            AGENT_JSON: {"modelSettings": {"temperature": 0.2, "maxTokens": 800}},
+            "agents/noted/AGENT.md": "---\nmodelSettings:\n  temperature: 1.5\n---\nNotes.",
+            "agents/coded/AGENT.md": "Code.",
+            "agents/coded/agent.py": 'agent = {"modelSettings": {"maxTokens": 64}}\n',
+        }
+    )
+
+    agents = valid(load(root)).bundle.agents
+
+    assert agents["default"].model_settings == ModelSettings(temperature=0.2, max_tokens=800)
+    assert agents["noted"].model_settings == ModelSettings(temperature=1.5, max_tokens=None)
+    assert agents["coded"].model_settings == ModelSettings(temperature=None, max_tokens=64)
+
+
+def test_an_agent_without_model_settings_leaves_both_to_the_endpoint(make_repo):
+    agent = valid(load(make_repo({}))).bundle.agents["default"]
+
+    assert agent.model_settings == ModelSettings(temperature=None, max_tokens=None)
+
+
+def test_a_long_description_keeps_every_line_and_its_first_is_the_summary(make_repo):
+    text = "Reviews pull requests.\n\nUse it after every change; " + "x" * 900
+    agent = valid(load(make_repo({AGENT_JSON: {"description": text}}))).bundle.agents["default"]
+
+    assert agent.description == text
+    assert agent.summary == "Reviews pull requests."
 
 
 def test_target_output_min_above_max_is_an_error(make_repo):

@@ -49,6 +49,18 @@ def test_agents_prints_a_table_marking_the_default(amodal, example_repo):
     assert [row.split()[0] for row in rows] == ["default", "researcher", "reviewer", "writer"]
 
 
+def test_agents_table_shows_the_first_line_and_json_the_whole_description(amodal, make_repo):
+    description = "Reviews diffs.\nUse it after every change."
+    root = make_repo({"agents/default/agent.json": {"description": description}})
+
+    table = amodal("agents", cwd=root)
+    rows = amodal("agents", "--json", cwd=root).json()
+
+    assert table.stdout.splitlines()[1].rstrip().endswith("Reviews diffs.")
+    assert "Use it after every change." not in table.stdout
+    assert rows[0]["description"] == description
+
+
 def test_agents_on_an_invalid_repo_prints_the_errors_and_exits_one(amodal, make_repo):
     root = make_repo({"agents/default/agent.json": {"rol": "tester"}})
 

@@ -204,6 +204,7 @@ def test_schema_out_writes_every_schema(amodal, tmp_path):
     assert written == [
         "agent.schema.json",
         "amodal.schema.json",
+        "eval.schema.json",
         "store.schema.json",
         "tool.schema.json",
     ]

@@ -38,7 +38,10 @@ def test_main_agent_json_listing_another_tool_is_an_error_naming_the_file_tools(
 
     assert (error.file, error.field) == (MAIN_JSON, "tools[1]")
     assert error.line == line_of(root / MAIN_JSON, '"load_skill"')
-    assert "read_file, write_file, list_files, propose_source_change" in error.message
+    assert (
+        "read_file, write_file, list_files, glob_files, grep_files, propose_source_change"
+        in error.message
+    )
 
 
 def test_main_agent_json_other_fields_are_ignored_with_a_warning(make_repo):

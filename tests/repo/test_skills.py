@@ -194,3 +194,46 @@ def test_all_skill_errors_are_reported_together(make_repo):
 
     assert len(errors_in(result, "skills/a/SKILL.md")) == 1
     assert len(errors_in(result, "skills/b/SKILL.md")) == 1
+
+
+def test_supporting_text_files_of_a_skill_are_loaded_by_path(make_repo):
+    root = make_repo(
+        {
+            "skills/audit/SKILL.md": "# Skill: Audit\nRead references/checklist.md first.\n",
+            "skills/audit/references/checklist.md": "- [ ] contrast\n",
+            "skills/audit/scripts/check.py": "print('ok')\n",
+            "skills/audit/.hidden": "not served",
+        }
+    )
+
+    skill = valid(load(root)).bundle.skills["Audit"]
+
+    assert skill.files == {
+        "references/checklist.md": "- [ ] contrast\n",
+        "scripts/check.py": "print('ok')\n",
+    }
+
+
+def test_binary_and_oversized_supporting_files_are_left_out_with_a_warning(make_repo):
+    root = make_repo({"skills/audit/SKILL.md": "# Skill: Audit\nAudit.\n"})
+    (root / "skills/audit/logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    (root / "skills/audit/huge.txt").write_text("x" * 1_000_001)
+
+    result = valid(load(root))
+
+    assert result.bundle.skills["Audit"].files == {}
+    assert "not UTF-8 text" in warnings_in(result, "skills/audit/logo.png")[0].message
+    assert "larger than" in warnings_in(result, "skills/audit/huge.txt")[0].message
+
+
+def test_editing_a_supporting_file_changes_the_bundle_version(make_repo):
+    root = make_repo(
+        {
+            "skills/audit/SKILL.md": "# Skill: Audit\nAudit.\n",
+            "skills/audit/notes.md": "v1\n",
+        }
+    )
+    before = valid(load(root)).bundle.version
+    (root / "skills/audit/notes.md").write_text("v2\n")
+
+    assert valid(load(root)).bundle.version != before

@@ -166,6 +166,10 @@ async def test_turns_are_declared_as_event_streams(secured: Api) -> None:
         assert set(content) == {"application/json", "text/event-stream"}
         frame = content["text/event-stream"]["itemSchema"]
         assert "done" in frame["properties"]["event"]["enum"]
+    events = document["paths"]["/sessions/{session_id}/events"]["get"]
+    assert set(events["responses"]["200"]["content"]) == {"text/event-stream"}
+    after = {p["name"]: p["schema"] for p in events["parameters"]}["after"]
+    assert after["pattern"] == "^[0-9]{1,18}(:[0-9]{1,9})?$"
     metrics = document["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
     assert set(metrics) == {"text/plain"}
 

@@ -640,3 +640,22 @@ async def test_a_jwt_without_exp_is_refused(secure: Api) -> None:
     response = await secure.client.get("/agents", headers=bearer(mint(drop=("exp",))))
     message = assert_error(response, 401, "unauthorized")
     assert "exp" in message
+
+
+async def test_no_credential_can_own_the_operators_sessions(
+    secure: Api, scripted_model: ScriptedModel
+) -> None:
+    scripted_model.reply("for the operator")
+    session = (await chat(secure, bearer(OPERATOR_TOKEN), message="private"))[0]["session_id"]
+    # Whatever a JWT says its subject is (the old marker included), and whatever its scope.
+    for sub in ("@operator", "", "operator", "None"):
+        for scope in ("default", "acme"):
+            token = bearer(mint(sub=sub, scope=scope))
+            read = await secure.client.get(f"/sessions/{session}", headers=token)
+            assert_error(read, 404, "unknown_session")
+            continued = await secure.client.post(
+                "/chat", json={"message": "let me in", "session_id": session}, headers=token
+            )
+            assert_error(continued, 404, "unknown_session")
+    operator = await secure.client.get(f"/sessions/{session}", headers=bearer(OPERATOR_TOKEN))
+    assert operator.status_code == 200

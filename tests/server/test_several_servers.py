@@ -18,6 +18,7 @@ import psycopg
 
 from runtime.testing import ScriptedModel
 from tests.server.conftest import ServeProcess, parse_sse
+from tests.server.test_durability import SLOW, follow, read_until_tool_call
 
 REPO = {
     "tools/charge/tool.json": {"description": "Charge a card.", "confirm": True},
@@ -153,3 +154,65 @@ def test_store_documents_are_shared_and_purged_by_the_servers(
         else:
             raise AssertionError("the expired document was never purged")
     assert httpx.get(f"{b.url}/stores/cache/k1", timeout=10).status_code == 404
+
+
+def test_a_turn_running_on_one_server_is_followed_live_from_the_other(
+    make_repo: Callable[..., Path],
+    serve: Callable[..., ServeProcess],
+    postgres_url: str,
+    scripted_model: ScriptedModel,
+) -> None:
+    repo = make_repo(SLOW)
+    env = {"DATABASE_URL": postgres_url, "MODEL_MAIN": "scripted"}
+    a, b = serve(repo, env, "--no-reload"), serve(repo, env, "--no-reload")
+    a.wait_ready()
+    b.wait_ready()
+    scripted_model.tool_call("slow", {}, id="call_slow").reply("Done, slowly.")
+    first = read_until_tool_call(a.url, {"message": "go"})
+    session_id = first[0]["session_id"]
+
+    rest = follow(b.url, session_id, first[-1]["_id"])  # the turn still runs on a
+
+    everything = follow(a.url, session_id, "0")
+    assert first + rest == everything
+    assert rest[-1]["type"] == "done" and rest[-1]["reason"] == "model_stop"
+
+
+def test_workers_serve_one_port_and_still_run_one_turn_per_session(
+    make_repo: Callable[..., Path], serve: Callable[..., ServeProcess]
+) -> None:
+    with ScriptedModel(latency=2.0) as slow:
+        slow.respond(lambda request: "done")
+        env = {"OPENAI_BASE_URL": slow.base_url, "MODEL_MAIN": "scripted"}
+        server = serve(make_repo(), env, "--no-reload", "--workers", "2")
+        server.wait_ready()
+        answered: set[int] = set()
+        for _ in range(300):  # a new connection each time: any worker may take it
+            answered.add(
+                httpx.get(f"{server.url}/health", headers={"Connection": "close"}).json()["process"]
+            )
+            if len(answered) == 2:
+                break
+        assert len(answered) == 2 and server.process.pid not in answered
+
+        first = httpx.post(
+            f"{server.url}/chat", json={"message": "one", "stream": False}, timeout=30
+        )
+        session = first.json()["session_id"]
+        results: list[int] = []
+
+        def turn() -> None:
+            response = httpx.post(
+                f"{server.url}/chat",
+                json={"message": "again", "session_id": session, "stream": False},
+                headers={"Connection": "close"},
+                timeout=30,
+            )
+            results.append(response.status_code)
+
+        threads = [threading.Thread(target=turn) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(results) == [200] + [409] * 5

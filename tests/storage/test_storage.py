@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import Any
@@ -128,6 +129,74 @@ async def test_creating_a_session_with_a_taken_id_fails_and_keeps_the_first(stor
         await storage.create_session(session_record(scope_id="scope-b"))
 
     assert await storage.get_session("s1") == first
+
+
+async def test_list_sessions_gives_a_callers_own_sessions_newest_first(storage):
+    mine = [session_record(f"m{i}", updated_at=T0 + timedelta(minutes=i)) for i in (1, 3, 2)]
+    others = [
+        session_record("other-owner", owner="user-2"),
+        session_record("other-scope", scope_id="scope-b"),
+        session_record("no-owner", owner=None),
+    ]
+    for record in [*mine, *others]:
+        await storage.create_session(record)
+
+    listed = await storage.list_sessions("scope-a", "user-1")
+
+    assert [s.id for s in listed] == ["m3", "m2", "m1"]
+    assert listed[0] == mine[1]
+
+
+async def test_list_sessions_with_owner_none_matches_only_sessions_without_owner(storage):
+    await storage.create_session(session_record("owned"))
+    await storage.create_session(session_record("anonymous", owner=None))
+
+    assert [s.id for s in await storage.list_sessions("scope-a", None)] == ["anonymous"]
+
+
+async def test_list_sessions_without_a_scope_lists_every_session(storage):
+    await storage.create_session(session_record("a", updated_at=T0 + timedelta(seconds=2)))
+    await storage.create_session(session_record("b", scope_id="scope-b", owner=None))
+    await storage.create_session(session_record("c", updated_at=T0 + timedelta(seconds=2)))
+
+    # The same updated_at: ties go by id, descending, so paging never repeats a session.
+    assert [s.id for s in await storage.list_sessions()] == ["c", "a", "b"]
+
+
+async def test_list_sessions_pages_by_limit_and_offset(storage):
+    for i in range(5):
+        await storage.create_session(session_record(f"s{i}", updated_at=T0 + timedelta(hours=i)))
+
+    first = await storage.list_sessions("scope-a", "user-1", limit=2)
+    rest = await storage.list_sessions("scope-a", "user-1", limit=2, offset=2)
+    past_the_end = await storage.list_sessions("scope-a", "user-1", offset=5)
+
+    assert [s.id for s in first] == ["s4", "s3"]
+    assert [s.id for s in rest] == ["s2", "s1"]
+    assert past_the_end == []
+
+
+async def test_appending_to_a_session_moves_it_to_the_top_of_the_list(storage):
+    await storage.create_session(session_record("old", updated_at=T0))
+    await storage.create_session(session_record("new", updated_at=T0 + timedelta(hours=1)))
+
+    await append(storage, "old")
+
+    assert [s.id for s in await storage.list_sessions("scope-a", "user-1")] == ["old", "new"]
+
+
+@pytest.mark.parametrize(
+    ("limit", "offset", "message"),
+    [
+        (0, 0, "limit must be 1 to 100, got 0"),
+        (101, 0, "limit must be 1 to 100, got 101"),
+        (10, -1, "offset must be an int of 0 or more, got -1"),
+        (True, 0, "limit must be an int, got True"),
+    ],
+)
+async def test_list_sessions_refuses_a_page_out_of_bounds(storage, limit, offset, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        await storage.list_sessions(limit=limit, offset=offset)
 
 
 async def test_datetimes_of_any_timezone_come_back_as_the_same_instant_in_utc(storage):
@@ -775,3 +844,29 @@ async def test_operations_after_close_raise_storage_closed_and_close_is_idempote
         await opened.get_session("s1")
     with pytest.raises(StorageClosedError):
         await opened.create_session(session_record())
+
+
+async def test_interrupting_closes_the_running_runs_of_one_session_only(storage):
+    await storage.create_session(session_record("s1"))
+    await storage.create_session(session_record("s2"))
+    await storage.start_run(run("r1", "s1"))
+    await storage.start_run(
+        run("r2", "s1", parent_run_id="r1", depth=1, started_at=T0 + timedelta(seconds=1))
+    )
+    await storage.start_run(run("r3", "s1", started_at=T0 + timedelta(seconds=2)))
+    await storage.end_run("r3", "ok", {"input": 1})
+    await storage.start_run(run("other", "s2"))
+    ended = T0 + timedelta(hours=1)
+
+    closed = await storage.interrupt_runs("s1", "interrupted: the server stopped", ended)
+
+    assert [(r.id, r.status) for r in closed] == [("r1", "running"), ("r2", "running")]
+    runs = {r.id: r for r in await storage.list_runs("s1")}
+    assert (runs["r1"].status, runs["r1"].error, runs["r1"].ended_at) == (
+        "interrupted",
+        "interrupted: the server stopped",
+        ended,
+    )
+    assert runs["r2"].status == "interrupted" and runs["r3"].status == "ok"
+    assert (await storage.list_runs("s2"))[0].status == "running"
+    assert await storage.interrupt_runs("s1", "again") == []

@@ -19,7 +19,10 @@ pytestmark = pytest.mark.anyio
 
 REPO: dict[str, Any] = {
     "agents/default/AGENT.md": "You look things up.\n",
-    "agents/default/agent.json": {"tools": ["lookup"]},
+    "agents/default/agent.json": {
+        "tools": ["lookup"],
+        "modelSettings": {"temperature": 0.3, "maxTokens": 200},
+    },
     "tools/lookup/tool.json": {
         "description": "Look an order up.",
         "parameters": {
@@ -51,6 +54,13 @@ async def test_a_unit_test_drives_an_agent_through_a_tool_with_no_network(
     assert model.calls[0].messages[-1] == {"role": "user", "content": "Where is order 7?"}
     ran = [e for e in result.events if isinstance(e, events.ToolResult)]
     assert ran[0].result == {"id": 7, "status": "shipped"}
+
+
+async def test_the_agents_model_settings_reach_the_model(make_repo: Callable[..., Path]) -> None:
+    model = FunctionModel(lambda messages, tools: "ok")
+    async with Runtime.open(make_repo(REPO), model=model) as rt:
+        await rt.chat("hi")
+    assert (model.calls[0].settings.temperature, model.calls[0].settings.max_tokens) == (0.3, 200)
 
 
 async def test_an_async_function_and_several_calls_in_one_answer(

@@ -1,0 +1,64 @@
+"""Databases made by an earlier release keep their data through the later migrations."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.storage import RunRecord, Storage
+from runtime.storage.migrations import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS
+from runtime.storage.postgres import PostgresStorage
+from runtime.storage.sqlite import SqliteStorage
+from tests._postgres import Schema
+
+from ._helpers import T0, session_record
+
+pytestmark = pytest.mark.anyio
+BEFORE_WAVE_2 = 6  # m001..m006
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """`opener(count)`: a storage on one database with its first `count` migrations (None:
+    all of them)."""
+    if request.param == "sqlite":
+        path = tmp_path / "old.db"
+
+        def sqlite(count: int | None) -> Awaitable[Storage]:
+            return SqliteStorage.open(path, migrations=SQLITE_MIGRATIONS[:count])
+
+        yield sqlite
+        return
+    schema = Schema()
+
+    def postgres(count: int | None) -> Awaitable[Storage]:
+        return PostgresStorage.open(schema.url, migrations=POSTGRES_MIGRATIONS[:count])
+
+    try:
+        yield postgres
+    finally:
+        schema.drop()
+
+
+async def test_runs_and_operator_sessions_survive_the_upgrade(
+    opener: Callable[[int | None], Awaitable[Storage]],
+) -> None:
+    old = await opener(BEFORE_WAVE_2)
+    await old.create_session(session_record("op", owner="@operator"))
+    await old.create_session(session_record("user", owner="alice"))
+    await old.start_run(RunRecord("r1", "op", None, 0, "default", "hello", T0))
+    await old.close()
+
+    new = await opener(None)
+    try:
+        assert (await new.get_session("op")).owner == ""  # type: ignore[union-attr]
+        assert (await new.get_session("user")).owner == "alice"  # type: ignore[union-attr]
+        (kept,) = await new.list_runs("op")
+        assert (kept.id, kept.status, kept.label) == ("r1", "running", "hello")
+        await new.interrupt_runs("op", "interrupted")
+        assert (await new.list_runs("op"))[0].status == "interrupted"
+    finally:
+        await new.close()
