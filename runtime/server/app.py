@@ -50,6 +50,12 @@ T = TypeVar("T")
 SessionId = Annotated[str, Path(json_schema_extra={"pattern": SESSION_ID.pattern})]
 
 
+class EventStreamResponse(StreamingResponse):
+    """Server-Sent Events (the media type the OpenAPI document gives such a route)."""
+
+    media_type = "text/event-stream"
+
+
 class _Body(BaseModel):
     # Strict: `"approve": "yes"` or `"stream": 0` is a 422, never coerced to a bool.
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -158,7 +164,11 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         _check_session_id(session_id)
         return run_tree(await _start(chats.get_runs(session_id, who)))
 
-    @app.get("/sessions/{session_id}/events", responses=EVENTS | answers(404))
+    @app.get(
+        "/sessions/{session_id}/events",
+        response_class=EventStreamResponse,
+        responses=EVENTS | answers(404),
+    )
     async def session_events(
         session_id: SessionId,
         after: Annotated[str | None, Query(json_schema_extra=EVENT_ID_SCHEMA)] = None,
