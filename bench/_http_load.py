@@ -22,9 +22,14 @@ from typing import Any
 import anyio
 
 from bench import _scenario as s
+from bench._ports import listening_port
 
 HOST = "127.0.0.1"
-TURN_TIMEOUT = 60.0
+# Bounds a hang, never a speed: a turn that ends late did its work. Every turn of a burst
+# queues on one core the server shares with the rest of the machine: the last of 200 ended
+# after 18 s here while other jobs kept both cores busy (load average 7).
+TURN_TIMEOUT = 300.0
+READY_TIMEOUT = 120.0
 
 
 @dataclass
@@ -165,7 +170,8 @@ async def sequential(port: int, turns: int, pid: int) -> Burst:
 
 
 class ServeProcess:
-    """`amodal serve` over the benchmark repo, pinned to `cpu`, on a free loopback port."""
+    """`amodal serve` over the benchmark repo, pinned to `cpu`, on a loopback port the kernel
+    picks as it binds (bench._ports)."""
 
     def __init__(
         self,
@@ -174,7 +180,7 @@ class ServeProcess:
         model_url: str,
         cpu: int | None,
     ) -> None:
-        self.port = _free_port()
+        self._port: int | None = None  # known once it listens (wait_ready)
         amodal = Path(sys.executable).with_name("amodal")
         env = {
             **os.environ,
@@ -190,7 +196,7 @@ class ServeProcess:
             if cpu is not None:
                 os.sched_setaffinity(0, {cpu})
 
-        command = [str(amodal), "--repo", str(repo), "serve", "--port", str(self.port)]
+        command = [str(amodal), "--repo", str(repo), "serve", "--port", "0"]
         command.append("--no-reload")
         self.process = subprocess.Popen(
             command,
@@ -205,20 +211,33 @@ class ServeProcess:
     def pid(self) -> int:
         return self.process.pid
 
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("amodal serve is not listening yet: await wait_ready() first")
+        return self._port
+
     async def wait_ready(self) -> None:
+        """Until /health answers 200. The deadline only bounds a server that hangs: one that
+        fails exits, and that is seen at once; a start takes seconds on a busy machine."""
         health = f"GET /health HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode()
-        deadline = time.monotonic() + 60.0
+        deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"amodal serve exited ({self.process.returncode}); see log")
-            try:
-                async with await anyio.connect_tcp(HOST, self.port) as stream:
-                    await stream.send(health)
-                    if (await stream.receive()).startswith(b"HTTP/1.1 200"):
-                        return
-            except OSError:
-                await anyio.sleep(0.1)
-        raise RuntimeError("amodal serve did not answer /health in time")
+            if self._port is None:
+                self._port = listening_port(self.pid)
+            if self._port is not None:
+                try:
+                    with anyio.fail_after(10):
+                        async with await anyio.connect_tcp(HOST, self._port) as stream:
+                            await stream.send(health)
+                            if (await stream.receive()).startswith(b"HTTP/1.1 200"):
+                                return
+                except (OSError, TimeoutError, anyio.EndOfStream):
+                    pass  # not answering yet
+            await anyio.sleep(0.05)
+        raise RuntimeError(f"amodal serve did not answer /health within {READY_TIMEOUT:g} s")
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -229,14 +248,6 @@ class ServeProcess:
                 self.process.kill()
                 self.process.wait()
         self.log.close()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
 
 
 def summary(kind: str, bursts: list[Burst], model_latency: float) -> dict[str, Any]:

@@ -27,11 +27,11 @@ Run from the project root:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +44,7 @@ from pathlib import Path
 
 import httpx
 
+from bench._ports import listening_port
 from runtime.testing import RecordedRequest, ScriptedModel
 
 TARGET_MS = 300.0
@@ -125,12 +126,6 @@ class MarkerModel:
 # ---------------------------------------------------------------- the server
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _pin(pid: int, cpu: int) -> None:
     """Keep the server and the benchmark (client and model) off each other's core."""
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
@@ -138,8 +133,11 @@ def _pin(pid: int, cpu: int) -> None:
 
 
 class Server:
+    """`amodal serve`, watching the repo, on a loopback port the kernel picks (bench._ports);
+    `url` is known once `wait_ready` returns."""
+
     def __init__(self, repo: Path, data: Path, model: ScriptedModel) -> None:
-        self.url = f"http://127.0.0.1:{_free_port()}"
+        self.url = ""
         env = {
             **os.environ,
             "OPENAI_BASE_URL": model.base_url,
@@ -148,9 +146,8 @@ class Server:
             "AMODAL_DATA_DIR": str(data),
         }
         amodal = Path(sys.executable).with_name("amodal")
-        port = self.url.rsplit(":", 1)[1]
         self.process = subprocess.Popen(
-            [str(amodal), "--repo", str(repo), "serve", "--port", port],
+            [str(amodal), "--repo", str(repo), "serve", "--port", "0"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -158,17 +155,21 @@ class Server:
         )
         _pin(self.process.pid, 1)
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Until /health answers 200. The deadline only bounds a server that hangs: one that
+        fails exits, and that is seen at once; a start takes seconds on a busy machine."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise SystemExit(f"amodal serve exited:\n{self.stderr()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise SystemExit("amodal serve did not start")
+            port = listening_port(self.process.pid)
+            if port is not None:
+                self.url = f"http://127.0.0.1:{port}"
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{self.url}/health", timeout=10).status_code == 200:
+                        return
+            time.sleep(0.05)
+        raise SystemExit(f"amodal serve did not answer /health within {timeout:g} s")
 
     def stop(self) -> None:
         if self.process.poll() is None:

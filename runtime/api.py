@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,11 @@ from runtime import events
 from runtime.bundle import AgentDefinition, Bundle
 from runtime.caller import Caller, ChatRequest
 from runtime.chats import ChatService
+from runtime.connections import Connections
 from runtime.events import DoneReason, Event, Usage
 from runtime.exceptions import InvalidRequestError
 from runtime.inspection import inspect_agent
+from runtime.mcp import McpServers
 from runtime.models import Model
 from runtime.models.router import ModelRouter
 from runtime.observe import Observers, RunObserver
@@ -76,7 +78,12 @@ class Runtime:
     """An agent repo, its database and its models, open for chats. Make one with `open`."""
 
     def __init__(
-        self, live: LiveBundle, storage: Storage, chats: ChatService, streams: TurnStreams
+        self,
+        live: LiveBundle,
+        storage: Storage,
+        chats: ChatService,
+        streams: TurnStreams,
+        mcp: McpServers,
     ) -> None:
         self.live = live
         self.storage = storage
@@ -84,6 +91,8 @@ class Runtime:
         """The lower-level service the HTTP server uses (turns that refuse before streaming)."""
         self.streams = streams
         """Turns run in the background for clients that may lose their stream (HTTP)."""
+        self.mcp = mcp
+        """The repo's MCP servers: `rt.mcp.snapshot()` has each one's status, tools, error."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -109,11 +118,21 @@ class Runtime:
             database = os.environ.get("DATABASE_URL") or default_database_path(live.root)
         router = _router(model)
         watching = Observers(observers)  # a copy: one runtime's additions stay its own
+        connections = Connections()
         try:
-            async with cls._running(live, database, router, watching, watch_repo) as runtime:
-                yield runtime
+            with _own_errors():
+                # MCP servers start before the first turn (each has START_TIMEOUT to answer);
+                # one that fails is retried in the background and never stops the runtime.
+                async with (
+                    McpServers.open(live().mcp_servers) as mcp,
+                    cls._running(
+                        live, database, router, watching, connections, mcp, watch_repo
+                    ) as runtime,
+                ):
+                    yield runtime
         finally:
             with anyio.CancelScope(shield=True):
+                await connections.aclose()
                 await router.aclose()
                 watching.close()
 
@@ -124,9 +143,12 @@ class Runtime:
         """This runtime's repo, models and observers over another database: a path or URL
         (opened here, closed when the block ends) or an open `Storage` (left open). Evals
         give each case a throwaway one: `async with rt.with_database(":memory:") as case:`."""
-        models, observers = self.chats.models, self.chats.observers
-        async with self._running(self.live, database, models, observers, False) as runtime:
-            yield runtime
+        chats = self.chats
+        with _own_errors():
+            async with self._running(
+                self.live, database, chats.models, chats.observers, chats.connections, self.mcp
+            ) as runtime:
+                yield runtime
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -136,7 +158,9 @@ class Runtime:
         database: str | os.PathLike[str] | Storage,
         models: ModelRouter,
         observers: Observers,
-        watch_repo: bool,
+        connections: Connections,
+        mcp: McpServers,
+        watch_repo: bool = False,
     ) -> AsyncIterator[Runtime]:
         """A runtime over `database` (closed at the end when opened here) with its background
         tasks: the lease keeper, turns run for HTTP clients, and the repo watcher."""
@@ -144,21 +168,20 @@ class Runtime:
         storage = (
             await open_storage(database) if isinstance(database, str | os.PathLike) else database
         )
-        chats = ChatService(live, storage, models, observers=observers)
+        chats = ChatService(
+            live, storage, models, observers=observers, connections=connections, mcp=mcp
+        )
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(chats.leases.run)
+                runtime = cls(live, storage, chats, TurnStreams(chats.leases, group), mcp)
                 if watch_repo:
                     ignore = default_database_path(live.root).parent
-                    group.start_soon(lambda: watch(live, ignore=ignore))
-                yield cls(live, storage, chats, TurnStreams(chats.leases, group))
+                    group.start_soon(
+                        lambda: watch(live, ignore=ignore, on_reload=runtime._reloaded)
+                    )
+                yield runtime
                 group.cancel_scope.cancel()
-        except BaseExceptionGroup as failed:
-            # The task group (its tasks never fail) wraps what the caller's block raised; the
-            # caller asked for a runtime, not a task group: give back its own exception.
-            if len(failed.exceptions) != 1:
-                raise
-            raise failed.exceptions[0] from None
         finally:
             if owned:
                 with anyio.CancelScope(shield=True):
@@ -195,11 +218,24 @@ class Runtime:
     ) -> dict[str, Any]:
         """What `agent` may use for this caller, why anything is missing, and its prompt: the
         shape of `amodal inspect --json`."""
-        return inspect_agent(self.bundle, agent, claims or {}, context or {}, subagent=subagent)
+        return inspect_agent(
+            self.bundle,
+            agent,
+            claims or {},
+            context or {},
+            subagent=subagent,
+            servers=self.mcp.snapshot(),
+        )
 
     async def reload(self) -> bool:
-        """Reload the repo now; True when a good bundle is in place."""
-        return await anyio.to_thread.run_sync(self.live.reload)
+        """Reload the repo now; True when a good bundle is in place. MCP servers whose
+        declaration changed restart; the others keep running."""
+        ok = await anyio.to_thread.run_sync(self.live.reload)
+        self._reloaded()
+        return ok
+
+    def _reloaded(self) -> None:
+        self.mcp.reconcile(self.bundle.mcp_servers)
 
     async def chat(
         self,
@@ -276,6 +312,21 @@ def _check_text(request: ChatRequest) -> None:
     problem = json_problem(strings)
     if problem is not None:
         raise InvalidRequestError(problem)
+
+
+@contextlib.contextmanager
+def _own_errors() -> Iterator[None]:
+    """Give back what the caller's block raised, not the runtime's task groups' wrapping: the
+    caller asked for a runtime, not a task group (whose tasks never fail on their own)."""
+    try:
+        yield
+    except BaseExceptionGroup as failed:
+        error: BaseException = failed
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        if error is failed:
+            raise
+        raise error from None
 
 
 def _caller(claims: Mapping[str, str] | None, operator: bool) -> Caller:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from runtime.exceptions import DefinitionWarning
-from runtime.formats import RepoConfig, StoreField
+from runtime.formats import ContextInjection, RepoConfig, StoreField
 from runtime.models import ModelSettings
 from runtime.registry import ToolInfo
 from runtime.templates import Template
@@ -167,6 +167,94 @@ class CustomTool:
         return copy.deepcopy(dict(self._parameters))
 
 
+McpTransport = Literal["stdio", "http", "sse"]
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerDefinition:
+    """One declared MCP server (amodal.json `mcp.servers`, or connections/<name>/ with
+    `"protocol": "mcp"`), its `env:` references resolved. `env` and `headers` values, and
+    every value that came from `env:`, are secrets: kept out of reprs, logs and events."""
+
+    name: str
+    transport: McpTransport
+    command: str | None
+    args: tuple[str, ...]
+    cwd: Path | None
+    url: str | None
+    timeout: float
+    allowed: frozenset[str] | None
+    """The `tools` allow-list (None: every tool of the server)."""
+    confirm: bool | frozenset[str]
+    file: str
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    secrets: tuple[str, ...] = dataclasses.field(default=(), repr=False)
+
+    @property
+    def prefix(self) -> str:
+        """What its tool names start with: `my-docs` -> `my_docs__`."""
+        return mcp_prefix(self.name)
+
+    def offers(self, tool: str) -> bool:
+        return self.allowed is None or tool in self.allowed
+
+    def needs_confirmation(self, tool: str) -> bool:
+        return self.confirm is True or (not isinstance(self.confirm, bool) and tool in self.confirm)
+
+
+def mcp_prefix(server: str) -> str:
+    return server.replace("-", "_") + "__"
+
+
+def server_of(tool: str, servers: Iterable[str]) -> str | None:
+    """The server among `servers` whose tool `tool` would be (`my_db__query` -> `my-db`)."""
+    if "__" not in tool:
+        return None
+    prefix = tool.split("__", 1)[0] + "__"
+    return next((name for name in servers if mcp_prefix(name) == prefix), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One rule of access.json: a method and a path pattern (`{x}` and `*` match one segment,
+    `**` the rest)."""
+
+    method: str
+    path: str
+    confirm: bool = False
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        return tuple(part for part in self.path.split("/") if part)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionDefinition:
+    """One REST connection, `connections/<name>/`, its `env:` references resolved. Auth
+    values, static header values and every value that came from `env:` are secrets."""
+
+    name: str
+    base_url: str
+    auth_type: Literal["bearer", "api_key", "basic", "header", "none"]
+    timeout: float
+    max_response_bytes: int
+    test_path: str | None
+    injections: tuple[ContextInjection, ...]
+    default_access: Literal["allow-read", "deny"]
+    endpoints: tuple[Endpoint, ...]
+    surface: str | None
+    """surface.md: what the API is, for the agent's resources layer."""
+    rules: str | None
+    """rules.md: how to use it, for the agent's resources layer."""
+    file: str
+    auth_headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    """Headers that authenticate each call (from `auth` and static `headers`)."""
+    auth_query: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    """Query parameters that authenticate each call (an api_key in `queryParam`)."""
+    secrets: tuple[str, ...] = dataclasses.field(default=(), repr=False)
+
+
 @dataclass(frozen=True, slots=True)
 class Bundle:
     """A valid agent repo, read once. Build one with `runtime.load_bundle`."""
@@ -180,14 +268,13 @@ class Bundle:
     knowledge: Mapping[str, KnowledgeDocument]
     stores: Mapping[str, StoreDefinition]
     tools: Mapping[str, CustomTool]
-    connections: frozenset[str]
+    connections: Mapping[str, ConnectionDefinition]
+    """REST connections by name."""
+    mcp_servers: Mapping[str, McpServerDefinition]
+    """MCP servers by name, from amodal.json and connections/ alike."""
     registry: Mapping[str, ToolInfo]
     warnings: tuple[DefinitionWarning, ...]
 
     @property
     def default_agent(self) -> AgentDefinition | None:
         return self.agents.get(DEFAULT_AGENT)
-
-    @property
-    def mcp_servers(self) -> frozenset[str]:
-        return frozenset(self.config.mcp.servers)

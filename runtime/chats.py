@@ -16,9 +16,11 @@ from collections.abc import Callable
 
 from runtime.bundle import Bundle
 from runtime.caller import Caller, ChatRequest
+from runtime.connections import Connections
 from runtime.exceptions import ConfirmationNotFoundError, SessionNotFoundError
 from runtime.leases import LeaseKeeper
 from runtime.loop import PendingCall, Resume
+from runtime.mcp import McpServers
 from runtime.models import ToolCall
 from runtime.models.router import ModelRouter
 from runtime.observe import NO_OBSERVERS, Observers
@@ -40,11 +42,17 @@ class ChatService:
         *,
         observers: Observers = NO_OBSERVERS,
         instance: str | None = None,
+        connections: Connections | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
         self.bundle = bundle
         self.storage = storage
         self.models = models
         self.observers = observers
+        self.connections = connections or Connections()
+        """The HTTP client of REST connections."""
+        self.mcp = mcp
+        """The MCP servers (None: no server runs, so none is ready)."""
         self.instance = instance or uuid.uuid4().hex[:8]
         self.leases = LeaseKeeper(storage, self.instance)
         """Takes sessions' leases and renews them; its `run()` must be running (Runtime.open

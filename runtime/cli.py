@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from runtime import logs
-from runtime.bundle import Bundle
+from runtime.bundle import Bundle, server_of
 from runtime.exceptions import AmodalError
 from runtime.inspection import format_inspection, inspect_agent
 from runtime.repo import LoadResult, load_repo
 from runtime.scaffold import init_repo
+
+if TYPE_CHECKING:
+    from runtime.mcp import McpSnapshot
 from runtime.schema import SCHEMA_NAMES, schema_text, write_schemas
 
 REPO_FILE = "amodal.json"
@@ -75,10 +78,28 @@ def main(context: click.Context, repo: Path | None, verbose: bool) -> None:
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the errors as a JSON list.")
 @click.option("--offline", is_flag=True, help="Check env: references by form only.")
+@click.option(
+    "--online",
+    is_flag=True,
+    help="Also start every MCP server (check the tools agents name) and call each "
+    "connection's testPath.",
+)
 @click.pass_obj
-def validate(obj: _Context, as_json: bool, offline: bool) -> None:
+def validate(obj: _Context, as_json: bool, offline: bool, online: bool) -> None:
     """Check every file of the repo, eval suites included; exit 1 listing every error."""
+    if online and offline:
+        raise click.UsageError("--online and --offline exclude each other")
     result = obj.load(offline=offline, evals=True)
+    if online and result.bundle is not None:
+        import anyio
+
+        from runtime.online import check_online
+
+        errors, warnings = anyio.run(check_online, result.bundle)
+        bundle = result.bundle if not errors else None
+        result = LoadResult(
+            bundle, (*result.errors, *errors), (*result.warnings, *warnings), result.suites
+        )
     _print_findings(result, as_json=as_json)
     if result.bundle is None:
         sys.exit(1)
@@ -230,19 +251,49 @@ def inspect(
     """
     bundle = obj.bundle()
     try:
+        servers = _probe_servers(bundle, agent)
         view = inspect_agent(
             bundle,
             agent,
             _pairs(claims, "--claim"),
             _pairs(contexts, "--context"),
             subagent=subagent,
+            servers=servers,
         )
     except AmodalError as error:
         raise click.ClickException(str(error)) from error
     if as_json:
         click.echo(json.dumps(view, indent=2))
     else:
-        click.echo(format_inspection(view))
+        click.echo(format_inspection(view, servers))
+
+
+def _probe_servers(bundle: Bundle, agent: str) -> McpSnapshot:
+    """Start the MCP servers `agent` may use, once, to show what they offer now."""
+    from runtime.mcp import NO_SERVERS
+
+    definition = bundle.agents.get(agent)
+    if definition is None:
+        wanted = set(bundle.mcp_servers)  # `main` (or unknown: inspect_agent says so)
+    else:
+        named = [entry.name for entry in definition.tools]
+        named += [t for s in definition.skills if s.name in bundle.skills
+                  for t in bundle.skills[s.name].allowed_tools]  # fmt: skip
+        wanted = {entry.name for entry in definition.mcp}
+        wanted |= {s for s in (server_of(n, bundle.mcp_servers) for n in named) if s}
+    if not wanted:
+        return NO_SERVERS
+
+    async def probe() -> McpSnapshot:
+        from runtime.mcp import McpServers
+
+        chosen = {name: bundle.mcp_servers[name] for name in sorted(wanted)}
+        async with McpServers.open(chosen, retry=False) as servers:
+            return servers.snapshot()
+
+    import anyio
+
+    return anyio.run(probe)
 
 
 @main.command()

@@ -17,13 +17,13 @@ whether a task may run at all.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
 
-from runtime.bundle import Bundle
+from runtime.bundle import Bundle, ModelTier
 from runtime.exceptions import ToolError
 from runtime.prompt import list_item
 from runtime.registry import CALL_SUBAGENT
@@ -85,6 +85,9 @@ class Specialists(Protocol):
         parent_call_id: str,
         depth: int,
         task: Mapping[str, Any],
+        *,
+        attachments: Sequence[Mapping[str, Any]] = (),
+        tier: ModelTier | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -96,8 +99,13 @@ async def delegate(
     parent_call_id: str,
     depth: int,
     task: Mapping[str, Any],
+    *,
+    attachments: Sequence[Mapping[str, Any]] = (),
+    tier: ModelTier | None = None,
 ) -> dict[str, Any]:
-    """One task within every bound: `{"subagent", "result"}` or `{"subagent", "error"}`."""
+    """One task within every bound: `{"subagent", "result"}` or `{"subagent", "error"}`.
+    `attachments` (text parts, or descriptors of binary ones) join the task message; `tier`
+    overrides the specialist's own `modelTier` (a composite tool's use the session model)."""
     name = task["subagent"]
     if name not in callable_:
         return {
@@ -116,7 +124,16 @@ async def delegate(
     turn.budget.runs += 1
     turn.budget.active += 1
     try:
-        return await turn.run_specialist(name, caller, parent_run_id, parent_call_id, depth, task)
+        return await turn.run_specialist(
+            name,
+            caller,
+            parent_run_id,
+            parent_call_id,
+            depth,
+            task,
+            attachments=attachments,
+            tier=tier,
+        )
     finally:
         turn.budget.active -= 1
 
@@ -191,12 +208,26 @@ def call_subagent_tool(
         },
         call_subagent,
         timeout=3600,  # the specialists' own budgets and model timeouts bound it
+        nests=True,
     )
 
 
-def task_message(task: Mapping[str, Any]) -> str:
-    """The specialist's only user message: the task, and its input as a fenced JSON block."""
+def task_message(
+    task: Mapping[str, Any], attachments: Sequence[Mapping[str, Any]] = ()
+) -> str | list[dict[str, Any]]:
+    """The specialist's only user message: the task, its input as a fenced JSON block, and
+    any attachments a composite tool forwards as extra parts (text inline, other kinds as
+    descriptors: their bytes never enter a prompt)."""
     text = str(task["task"])
     if task.get("input") is not None:
         text += "\n\n```json\n" + json.dumps(task["input"], indent=2, ensure_ascii=False) + "\n```"
-    return text
+    if not attachments:
+        return text
+    parts = [{"type": "text", "text": text}]
+    for item in attachments:
+        if item["type"] == "text":
+            parts.append({"type": "text", "text": item["text"]})
+        else:
+            described = json.dumps(dict(item), ensure_ascii=False)
+            parts.append({"type": "text", "text": f"Attachment (content not shown): {described}"})
+    return parts

@@ -99,25 +99,129 @@ class Models(Strict):
     advanced: ModelBinding | None = None
 
 
+MCP_SERVER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+CONNECTION_NAME = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
+# Keys of connections/<name>/spec.json that the reference platform defines and this
+# runtime does not implement.
+FOREIGN_CONNECTION_KEYS = ("specUrl", "format", "sync", "filter")
+
+
 class McpServer(Strict):
-    transport: Literal["stdio", "http"]
+    """One MCP server: `mcp.servers.<name>` in amodal.json, or a `connections/<name>/spec.json`
+    with `"protocol": "mcp"`. Values of `env` and `headers` are secrets: never logged."""
+
+    transport: Literal["stdio", "http", "sse"]
     command: str | None = None
     args: tuple[str, ...] = ()
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, SecretStr] = Field(default_factory=dict)
+    cwd: str | None = None
     url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    timeout: float = Field(default=60, gt=0, le=600)
+    tools: tuple[str, ...] | None = None
+    confirm: bool | tuple[str, ...] = False
 
     @model_validator(mode="after")
     def _transport_fields(self) -> McpServer:
-        if self.transport == "stdio" and not self.command:
-            raise ValueError("a stdio server needs `command`")
-        if self.transport == "http" and not self.url:
-            raise ValueError("an http server needs `url`")
+        if self.transport == "stdio":
+            if not self.command:
+                raise ValueError("a stdio server needs `command`")
+            if self.url is not None or self.headers:
+                raise ValueError("`url` and `headers` are for http and sse servers")
+        else:
+            if not self.url:
+                raise ValueError(f"an {self.transport} server needs `url`")
+            if not re.match(r"^https?://[^/\s]+", self.url):
+                raise ValueError(f"`url` must be an http:// or https:// URL (got {self.url!r})")
+            if self.command is not None or self.args or self.env or self.cwd is not None:
+                raise ValueError("`command`, `args`, `env` and `cwd` are for stdio servers")
         return self
+
+
+class McpConnectionSpec(McpServer):
+    """connections/<name>/spec.json of an MCP server."""
+
+    protocol: Literal["mcp"]
 
 
 class Mcp(Strict):
     servers: dict[str, McpServer] = Field(default_factory=dict)
+
+
+class ConnectionAuth(Strict):
+    """How a REST connection authenticates; secrets written as `env:NAME`."""
+
+    type: Literal["bearer", "api_key", "basic", "header", "none"] = "none"
+    token: SecretStr | None = None
+    header: str | None = None
+    prefix: str | None = None
+    username: str | None = None
+    password: SecretStr | None = None
+    query_param: str | None = None
+
+    @model_validator(mode="after")
+    def _needs(self) -> ConnectionAuth:
+        needed = {
+            "bearer": ("token",),
+            "api_key": ("token",),
+            "basic": ("username", "password"),
+            "header": ("header", "token"),
+            "none": (),
+        }[self.type]
+        missing = [to_camel(name) for name in needed if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"auth type {self.type!r} needs " + " and ".join(missing))
+        if self.type == "api_key" and self.header and self.query_param:
+            raise ValueError("an api_key goes in one place: `header` or `queryParam`, not both")
+        return self
+
+
+class ContextInjection(Strict):
+    """A value sent on every call, taken from a verified claim of the caller."""
+
+    from_: Annotated[str, StringConstraints(pattern=r"^claim:[A-Za-z0-9_.:-]{1,64}$")] = Field(
+        alias="from"
+    )
+    in_: Literal["header", "query"] = Field(alias="in")
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+
+    @property
+    def claim(self) -> str:
+        return self.from_.removeprefix("claim:")
+
+
+class ConnectionSpec(Strict):
+    """connections/<name>/spec.json of a REST connection."""
+
+    protocol: Literal["rest"] = "rest"
+    base_url: Annotated[str, StringConstraints(pattern=r"^https?://[^/?#@\\\s]+(/[^?#\s]*)?$")]
+    auth: ConnectionAuth = ConnectionAuth()
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    timeout: float = Field(default=30, gt=0, le=300)
+    max_response_bytes: int = Field(default=1_048_576, ge=1, le=104_857_600)
+    test_path: str | None = None
+    context_injection: tuple[ContextInjection, ...] = ()
+    # Accepted for compatibility with the reference platform; the loader warns about each.
+    spec_url: SkipJsonSchema[Any] = None
+    format: SkipJsonSchema[Any] = None
+    sync: SkipJsonSchema[Any] = None
+    filter: SkipJsonSchema[Any] = None
+
+
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+
+
+class AccessEndpoint(Strict):
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
+    path: Annotated[str, StringConstraints(pattern=r"^/[^?#\s]*$")]
+    confirm: bool = False
+
+
+class AccessFile(Strict):
+    """connections/<name>/access.json: which endpoints agents may call."""
+
+    default: Literal["allow-read", "deny"] = "allow-read"
+    endpoints: tuple[AccessEndpoint, ...] = ()
 
 
 class JwtAuth(Strict):

@@ -11,6 +11,7 @@ from typing import Any
 
 from runtime.bundle import DEFAULT_AGENT, MAIN_AGENT, Bundle
 from runtime.exceptions import AmodalError, UnknownAgentError
+from runtime.mcp import NO_SERVERS, McpSnapshot
 from runtime.prompt import context_prompt, system_prompt
 from runtime.surface import SurfaceContext, resolve
 from runtime.templates import clean_context
@@ -23,15 +24,17 @@ def inspect_agent(
     context: Mapping[str, str],
     *,
     subagent: bool = False,
+    servers: McpSnapshot = NO_SERVERS,
 ) -> dict[str, Any]:
-    """The inspection of `agent` (`main`: unscoped chat) as SPEC 14's `inspect --json` shape."""
+    """The inspection of `agent` (`main`: unscoped chat) as SPEC 14's `inspect --json` shape.
+    `servers`: the MCP servers' state (a failed server's tools are excluded with why)."""
     if agent != MAIN_AGENT and agent not in bundle.agents:
         raise UnknownAgentError(agent, [*bundle.agents, MAIN_AGENT])
     if subagent and agent in (MAIN_AGENT, DEFAULT_AGENT):
         raise AmodalError(f"{agent!r} is never callable as a specialist")
     scope = clean_context(context)
     caller = SurfaceContext.for_caller(agent, claims, scope, is_subagent=subagent)
-    surface = resolve(bundle, agent, caller, root=None if subagent else agent)
+    surface = resolve(bundle, agent, caller, root=None if subagent else agent, servers=servers)
     definition = bundle.agents.get(agent)
     return {
         "agent": agent,
@@ -45,8 +48,8 @@ def inspect_agent(
     }
 
 
-def format_inspection(view: Mapping[str, Any]) -> str:
-    """The inspection as text a person reads top to bottom."""
+def format_inspection(view: Mapping[str, Any], servers: McpSnapshot = NO_SERVERS) -> str:
+    """The inspection as text a person reads top to bottom (with the MCP servers' state)."""
 
     def listed(items: list[str]) -> str:
         return ", ".join(items) if items else "(none)"
@@ -59,6 +62,14 @@ def format_inspection(view: Mapping[str, Any]) -> str:
         f"stores: {listed(stores)}",
         f"subagents: {listed(view['subagents'])}",
     ]
+    if servers.servers:
+        states = [
+            f"{name} ({state.status}, {len(state.tools)} tools)"
+            if state.status == "ready"
+            else f"{name} ({state.reason()})"
+            for name, state in servers.servers.items()
+        ]
+        lines.append(f"mcp servers: {listed(states)}")
     if view["excluded"]:
         lines.append("excluded:")
         lines += [f"  {item['kind']} {item['name']}: {item['reason']}" for item in view["excluded"]]

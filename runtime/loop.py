@@ -35,7 +35,7 @@ from runtime.observe import (
     ToolCallStarted,
 )
 from runtime.recorder import Recorder
-from runtime.registry import ASK_CHOICE, CALL_SUBAGENT, STOP_EXECUTION
+from runtime.registry import ASK_CHOICE, STOP_EXECUTION
 from runtime.replay import shown_arguments, wire_events
 from runtime.tools import Tool, ToolContext, encode_result, with_budget
 
@@ -139,7 +139,7 @@ async def run_loop(
         if out_of_budget or not calls:
             yield RunOutcome("max_tool_calls" if out_of_budget else "model_stop", reply.text)
             return
-        if spec.nested is None or not any(call.name == CALL_SUBAGENT for call in calls):
+        if spec.nested is None or not any(_nests(spec, call) for call in calls):
             step = await _run_calls(spec, calls, used)
         else:  # specialists run: stream their events while they work
             box: list[_Step] = []
@@ -315,7 +315,8 @@ async def _run_calls(spec: RunSpec, calls: list[ToolCall], used: int) -> _Step:
     runnable: list[int] = []
     for index, call in enumerate(calls):
         tool = spec.tools.get(call.name)
-        if tool is not None and (call.name == ASK_CHOICE or tool.confirm) and not spec.interactive:
+        confirm = tool is not None and tool.needs_confirmation(_parsed(call.arguments))
+        if tool is not None and (call.name == ASK_CHOICE or confirm) and not spec.interactive:
             results[index] = _denied(
                 call,
                 "a specialist runs without a person to ask or to "
@@ -331,14 +332,14 @@ async def _run_calls(spec: RunSpec, calls: list[ToolCall], used: int) -> _Step:
                     call, {"asked": True, "note": "the person's answer is the next user message"}
                 )
                 step.choice, step.reason = arguments, "awaiting_choice"
-        elif tool is not None and tool.confirm and step.reason is None:
+        elif tool is not None and confirm and step.reason is None:
             problem = _argument_problem(tool, call)
             if problem is not None:  # never ask a person to approve a call that cannot run
                 results[index] = _error(call, problem)
             else:
                 step.pending = PendingCall(call, used)  # its result comes when a person decides
                 step.reason = "awaiting_confirmation"
-        elif tool is not None and (tool.confirm or call.name == ASK_CHOICE):
+        elif tool is not None and (confirm or call.name == ASK_CHOICE):
             results[index] = _error(call, "not run: the turn is waiting for the person")
         else:
             runnable.append(index)
@@ -415,16 +416,21 @@ async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
             value = await tool.handler(arguments, context)
     except ToolError as error:
         return _status(call, "error", error=str(error), started=started)
-    except TimeoutError:
+    except TimeoutError as error:
         return _status(
             call,
             "timeout",
-            error=f"the tool did not finish within {tool.timeout:g} s",
+            error=str(error) or f"the tool did not finish within {tool.timeout:g} s",
             started=started,
         )
     except Exception as error:  # a tool is user code: its failure is the model's to handle
         return _status(call, "error", error=f"{type(error).__name__}: {error}", started=started)
     return _status(call, "ok", result=value, started=started)
+
+
+def _nests(spec: RunSpec, call: ToolCall) -> bool:
+    tool = spec.tools.get(call.name)
+    return tool is not None and tool.nests
 
 
 def _argument_problem(tool: Tool, call: ToolCall) -> str | None:

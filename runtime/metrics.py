@@ -12,6 +12,7 @@ are read when Prometheus scrapes.
     amodal_tokens_total{kind}                    input, output, cached
     amodal_running_turns                         sessions with a turn running here
     amodal_reload_failures_total                 reloads that kept the last good bundle
+    amodal_mcp_servers{status}                   MCP servers by status (ready, starting, failed)
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import generate_latest as _generate
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from runtime.mcp import McpSnapshot
 from runtime.observe import (
     ModelCallEnded,
     ModelCallStarted,
@@ -78,6 +80,10 @@ class Metrics(RunObserver):
         """Expose the failed reloads `count()` returns at each scrape."""
         self.registry.register(_ReloadFailures(count))
 
+    def count_mcp_servers(self, snapshot: Callable[[], McpSnapshot]) -> None:
+        """Expose the MCP servers by status, read from `snapshot()` at each scrape."""
+        self.registry.register(_McpServers(snapshot))
+
     def add_collector(self, collector: Collector) -> None:
         """Expose more numbers read at scrape time (e.g. MCP servers by status)."""
         self.registry.register(collector)
@@ -112,6 +118,20 @@ class _ReloadFailures(Collector):
             "amodal_reload_failures", "Reloads that failed and kept the last good bundle."
         )
         family.add_metric([], self._count())
+        yield family
+
+
+class _McpServers(Collector):
+    def __init__(self, snapshot: Callable[[], McpSnapshot]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "amodal_mcp_servers", "MCP servers by status.", labels=["status"]
+        )
+        states = [state.status for state in self._snapshot().servers.values()]
+        for status in ("ready", "starting", "failed"):
+            family.add_metric([status], states.count(status))
         yield family
 
 

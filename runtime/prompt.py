@@ -5,7 +5,8 @@ The order of the layers is their precedence:
 1. Platform: who the agent is and the precedence rule itself.
 2. Persona: display name, what it is for, tone and personality (voice, never power).
 3. Instructions: the rendered AGENT.md.
-4. Resources: skills, knowledge, stores and specialists of the resolved surface.
+4. Resources: skills, knowledge, stores, specialists and connections of the resolved
+   surface, and the MCP servers it lacks right now.
 
 Layers 1-4 are rendered once per session and kept byte-stable so provider prompt
 caches hold them (`SessionPrompt`); CONTEXT.md is rendered on every turn and sent
@@ -18,9 +19,17 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from runtime.bundle import AgentDefinition, Bundle, StoreDefinition
+from runtime.bundle import AgentDefinition, Bundle, ConnectionDefinition, StoreDefinition
+from runtime.connections import allowed_calls
 from runtime.formats import TONES, StoreField
-from runtime.registry import CALL_SUBAGENT, LOAD_KNOWLEDGE, LOAD_SKILL, store_ops, store_tool_name
+from runtime.registry import (
+    CALL_SUBAGENT,
+    LOAD_KNOWLEDGE,
+    LOAD_SKILL,
+    REQUEST,
+    store_ops,
+    store_tool_name,
+)
 from runtime.surface import Surface
 
 PLATFORM_RULES = """\
@@ -123,7 +132,35 @@ def _resources(bundle: Bundle, surface: Surface) -> str:
             f"## Specialists\n\nHand them tasks with `{CALL_SUBAGENT}`; each sees only the task "
             "and input you give it.\n" + "\n".join(items)
         )
+    if surface.connections:
+        items = [_connection(bundle.connections[name]) for name in surface.connections]
+        sections.append(
+            f"## Connections\n\nCall these APIs with `{REQUEST}`; authentication is added for "
+            "you. A call that changes something may wait for a person's approval.\n\n"
+            + "\n\n".join(items)
+        )
+    if surface.unavailable:
+        items = [
+            f"- {item.server}: {item.status}"
+            + (f"; missing tools: {', '.join(item.tools)}" if item.tools else "")
+            for item in surface.unavailable
+        ]
+        sections.append(
+            "## Unavailable MCP servers\n\nThese servers are not working right now, so their "
+            "tools are missing. If a task needs them, say so; do not pretend to have used "
+            "them.\n" + "\n".join(items)
+        )
     return "# Resources\n\n" + "\n\n".join(sections) if sections else ""
+
+
+def _connection(connection: ConnectionDefinition) -> str:
+    parts = [f"### {connection.name}"]
+    if connection.surface:
+        parts.append(connection.surface)
+    if connection.rules:
+        parts.append("Rules:\n" + connection.rules)
+    parts.append("Allowed: " + "; ".join(allowed_calls(connection)) + ".")
+    return "\n\n".join(parts)
 
 
 def list_item(name: str, description: str) -> str:

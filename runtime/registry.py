@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-ToolKind = Literal["protocol", "delegation", "skill", "knowledge", "store", "file", "custom"]
+ToolKind = Literal[
+    "protocol", "delegation", "skill", "knowledge", "store", "file", "custom", "connection", "mcp"
+]
 StoreOp = Literal["get", "query", "put", "delete"]
 
 STOP_EXECUTION = "stop_execution"
@@ -20,6 +22,7 @@ PROTOCOL_TOOLS = (STOP_EXECUTION, ASK_CHOICE)
 CALL_SUBAGENT = "call_subagent"
 LOAD_SKILL = "load_skill"
 LOAD_KNOWLEDGE = "load_knowledge"
+REQUEST = "request"
 FILE_TOOLS = (
     "read_file",
     "write_file",
@@ -40,6 +43,11 @@ _BUILTIN_DESCRIPTIONS: dict[str, tuple[ToolKind, str]] = {
         "Load the full instructions of a skill by its name, or one of its supporting files.",
     ),
     LOAD_KNOWLEDGE: ("knowledge", "Load a knowledge document by its name."),
+    REQUEST: (
+        "connection",
+        "Call an HTTP API through one of your connections: a method and a path on its "
+        "base URL; authentication is added for you.",
+    ),
     "read_file": ("file", "Read a text file of the workspace."),
     "write_file": ("file", "Write a text file of the workspace."),
     "list_files": ("file", "List the files of a workspace directory."),

@@ -124,8 +124,10 @@ async def watch(
     *,
     ignore: Path | None = None,
     debounce_ms: int = 50,
+    on_reload: Callable[[], None] | None = None,
 ) -> None:
-    """Reload `live` on every change of the repo's definition files, until cancelled."""
+    """Reload `live` on every change of the repo's definition files, until cancelled;
+    `on_reload` runs in the event loop after each reload (the runtime's MCP servers)."""
     # Watch the resolved root: the watcher reports paths under the path it was given, and
     # one given as `../repo` or through a symlink would never match the filter's root.
     root = live.root.resolve()
@@ -149,4 +151,6 @@ async def watch(
             stop_event=stop,
         ):
             await anyio.to_thread.run_sync(live.reload)
+            if on_reload is not None:
+                on_reload()
         group.cancel_scope.cancel()

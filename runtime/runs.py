@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from runtime import events
-from runtime.bundle import Bundle
+from runtime.bundle import Bundle, ModelTier
+from runtime.connections import Connections
 from runtime.delegation import (
     DEFAULT_SPECIALIST_BUDGET,
     LABEL_CHARS,
@@ -28,15 +29,18 @@ from runtime.delegation import (
 )
 from runtime.events import Event, Usage
 from runtime.loop import EventSink, PendingCall, Resume, RunOutcome, RunSpec, run_loop
+from runtime.mcp import NO_SERVERS, McpServers, McpSnapshot
 from runtime.models.router import ModelRouter
 from runtime.observe import Observers, RunEnded, RunStarted
 from runtime.prompt import system_prompt
 from runtime.recorder import EventLog, Recorder
-from runtime.registry import CALL_SUBAGENT
+from runtime.registry import CALL_SUBAGENT, REQUEST
 from runtime.storage import RunRecord, RunStatus, Storage, utc_now
 from runtime.surface import Surface, SurfaceContext, resolve
 from runtime.tools import Tool, ToolContext
 from runtime.tools.builtin import build_tools
+from runtime.tools.custom import custom_tool
+from runtime.tools.outside import mcp_tools, request_tool
 
 _CANCELLED = "cancelled: the run ended before it finished"
 
@@ -117,10 +121,19 @@ class TurnScope:
     recorder: EventLog
     observers: Observers
     sink: EventSink
+    connections: Connections = field(default_factory=Connections)
+    mcp: McpServers | None = None
     budget: DelegationBudget = field(init=False)
+    servers: McpSnapshot = field(init=False)
+    """The MCP servers as this turn sees them, from its start to its end."""
 
     def __post_init__(self) -> None:
         self.budget = DelegationBudget.for_bundle(self.bundle)
+        self.servers = self.mcp.snapshot() if self.mcp is not None else NO_SERVERS
+
+    def resolve(self, agent: str, caller: SurfaceContext) -> Surface:
+        """`agent`'s surface for this caller in this turn (against its MCP snapshot)."""
+        return resolve(self.bundle, agent, caller, root=self.root_agent, servers=self.servers)
 
     async def propose(self, proposal: dict[str, Any], context: ToolContext) -> None:
         """Keep a proposed source change in the session's log for a person to review."""
@@ -130,10 +143,18 @@ class TurnScope:
         self, surface: Surface, caller: SurfaceContext, run_id: str, depth: int
     ) -> dict[str, Tool]:
         """The tools of one run: exactly what its surface grants, sorted by name."""
-        tools = build_tools(self.bundle, surface, propose=self.propose, storage=self.storage)
+        bundle = self.bundle
+        tools = build_tools(bundle, surface, propose=self.propose, storage=self.storage)
+        tools.update(mcp_tools(bundle, surface, self.servers, self.mcp))
+        if surface.connections:
+            tools[REQUEST] = request_tool(bundle, surface, self.connections)
         if surface.subagents:
             tools[CALL_SUBAGENT] = call_subagent_tool(self, surface, caller, run_id, depth)
-        return dict(sorted(tools.items()))
+        run_tools: dict[str, Tool] = {}  # what a custom tool's ctx.call_tool reaches
+        for name in surface.tools & set(bundle.tools):
+            tools[name] = custom_tool(bundle.tools[name], self, run_tools)
+        run_tools.update(sorted(tools.items()))
+        return run_tools
 
     async def run_specialist(
         self,
@@ -143,9 +164,12 @@ class TurnScope:
         parent_call_id: str,
         depth: int,
         task: Mapping[str, Any],
+        *,
+        attachments: Sequence[Mapping[str, Any]] = (),
+        tier: ModelTier | None = None,
     ) -> dict[str, Any]:
         """One specialist run (its bounds already checked); every failure is this task's
-        error, never the batch's."""
+        error, never the batch's. `tier` overrides the agent's `modelTier`."""
         bundle, agent = self.bundle, self.bundle.agents[name]
         run_id = f"run_{uuid.uuid4().hex[:12]}"
         label = " ".join(str(task["task"]).split())[:LABEL_CHARS]
@@ -158,7 +182,7 @@ class TurnScope:
         record = RunRecord(run_id, self.session_id, parent_run_id, depth, name, label, utc_now())
 
         async def prepare() -> RunSpec:
-            surface = resolve(bundle, name, caller, root=self.root_agent)
+            surface = self.resolve(name, caller)
             return RunSpec(
                 session_id=self.session_id,
                 run_id=run_id,
@@ -167,10 +191,12 @@ class TurnScope:
                 context_prompt=None,  # CONTEXT.md is for the agent that roots the chat only
                 tools=self.tools_for(surface, caller, run_id, depth),
                 max_tool_calls=agent.max_tool_calls or DEFAULT_SPECIALIST_BUDGET,
-                model=await self.models.model(bundle, agent.model_tier),
+                model=await self.models.model(bundle, tier or agent.model_tier),
                 settings=agent.model_settings,
                 cache_key=f"amodal:{bundle.config.name}:{name}",
-                tool_context=ToolContext(bundle, surface, caller, self.session_id, run_id, name),
+                tool_context=ToolContext(
+                    bundle, surface, caller, self.session_id, run_id, name, depth=depth
+                ),
                 interactive=False,
                 result_limit=bundle.config.limits.max_tool_result_chars,
                 observers=self.observers,
@@ -184,7 +210,9 @@ class TurnScope:
             agent=name,
         )
         self.observers.notify("run_started", started)
-        transcript = [{"role": "user", "content": task_message(task)}]
+        transcript: list[dict[str, Any]] = [
+            {"role": "user", "content": task_message(task, attachments)}
+        ]
         try:  # a specialist's failure is its task's error (in `result`), never the batch's
             async for item in recorded_run(
                 self.storage, record, prepare, transcript, self.recorder

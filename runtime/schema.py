@@ -11,28 +11,45 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from runtime.evals.suite import SuiteFile
-from runtime.formats import AgentConfig, RepoConfig, StoreFile, ToolFile
+from runtime.formats import (
+    AccessFile,
+    AgentConfig,
+    ConnectionSpec,
+    McpConnectionSpec,
+    RepoConfig,
+    StoreFile,
+    ToolFile,
+)
 
 SCHEMAS_DIR = Path(__file__).parent / "schemas"
 
-_FORMATS: dict[str, tuple[type[BaseModel], str]] = {
+_FORMATS: dict[str, tuple[type[BaseModel] | TypeAdapter[Any], str]] = {
     "amodal": (RepoConfig, "amodal.json: the configuration of an agent repo"),
     "agent": (AgentConfig, "agents/<name>/agent.json: the configuration of one agent"),
     "store": (StoreFile, "stores/<name>.json: one store and its entity schema"),
     "tool": (ToolFile, "tools/<name>/tool.json: one custom tool"),
     "eval": (SuiteFile, "evals/<suite>.yaml or .json: one eval suite"),
+    "connection": (
+        TypeAdapter(ConnectionSpec | McpConnectionSpec),
+        "connections/<name>/spec.json: a REST connection, or an MCP server",
+    ),
+    "access": (AccessFile, "connections/<name>/access.json: the endpoints agents may call"),
 }
 
 SCHEMA_NAMES = tuple(_FORMATS)
 
 
 def json_schema(name: str) -> dict[str, Any]:
-    """The JSON Schema of one format (`amodal`, `agent`, `store`, `tool` or `eval`)."""
+    """The JSON Schema of one format (`amodal`, `agent`, `store`, `tool`, `connection`,
+    `access` or `eval`)."""
     model, title = _FORMATS[name]
-    schema = model.model_json_schema(by_alias=True, mode="validation")
+    if isinstance(model, TypeAdapter):
+        schema = model.json_schema(by_alias=True, mode="validation")
+    else:
+        schema = model.model_json_schema(by_alias=True, mode="validation")
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://amodal.dev/schemas/{name}.schema.json",

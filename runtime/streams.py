@@ -103,17 +103,18 @@ class TurnStreams:
                 yield event
             return
         running = _running_turn(entries)
+        read = entries[-1].seq if entries else 0  # entries read so far (some stand for no event)
         quiet_since = time.monotonic()
         while running is not None:
             await anyio.sleep(POLL_SECONDS)
-            entries = await storage.list_events(session_id, seen[0])
+            entries = await storage.list_events(session_id, read)
             for event in after(entries, seen):
                 seen = position(event.id)
                 yield event
             if any(e.type == "done" and e.run_id == running.run_id for e in entries):
                 return
             if entries:
-                quiet_since = time.monotonic()
+                read, quiet_since = entries[-1].seq, time.monotonic()
             elif time.monotonic() - quiet_since > self._leases.seconds / 3:
                 quiet_since = time.monotonic()
                 await self._close_if_dead(session_id, running)

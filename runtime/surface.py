@@ -27,13 +27,16 @@ from runtime.bundle import (
     Predicate,
     StoreGrant,
     StoreMode,
+    server_of,
 )
+from runtime.mcp import NO_SERVERS, McpSnapshot
 from runtime.registry import (
     CALL_SUBAGENT,
     FILE_TOOLS,
     LOAD_KNOWLEDGE,
     LOAD_SKILL,
     PROTOCOL_TOOLS,
+    REQUEST,
     store_ops,
     store_tool_name,
 )
@@ -123,6 +126,16 @@ class Exclusion:
 
 
 @dataclass(frozen=True, slots=True)
+class Unavailable:
+    """A granted MCP server that is not ready: the agent is told, so it does not pretend."""
+
+    server: str
+    status: str
+    tools: tuple[str, ...]
+    """The tools the agent would have had from it."""
+
+
+@dataclass(frozen=True, slots=True)
 class Surface:
     """The resolved surface of one agent for one caller."""
 
@@ -133,8 +146,11 @@ class Surface:
     subagents: tuple[str, ...]
     connections: tuple[str, ...]
     mcp: tuple[str, ...]
+    """The granted MCP servers that are ready (their tools are in `tools`)."""
     excluded: tuple[Exclusion, ...]
     unscoped: bool = False
+    unavailable: tuple[Unavailable, ...] = ()
+    """Granted MCP servers that are starting or failed."""
     fingerprint: str = field(default="", compare=False)
     """A hash of what was granted: a session rebuilds its resources when it changes."""
 
@@ -144,28 +160,39 @@ class Surface:
 
 
 def resolve(
-    bundle: Bundle, agent_name: str, ctx: SurfaceContext, *, root: str | None = None
+    bundle: Bundle,
+    agent_name: str,
+    ctx: SurfaceContext,
+    *,
+    root: str | None = None,
+    servers: McpSnapshot = NO_SERVERS,
 ) -> Surface:
     """The surface of `agent_name` (or `main` for unscoped chat) for this caller.
 
     `root` is the agent rooting the session (it is never callable as a specialist).
-    Results are cached per (bundle version, agent, root, caller), so a predicate
-    runs, and `predicate_excluded` is logged, once per distinct caller.
+    `servers` is the state of the MCP servers (`Runtime.mcp.snapshot()`): only a ready
+    server's tools are granted; without it, every declared server is "not connected".
+    Results are cached per (bundle version, agent, root, caller, servers), so a
+    predicate runs, and `predicate_excluded` is logged, once per distinct caller.
     """
-    key = (bundle.version, agent_name, root, ctx.cache_key())
+    key = (bundle.version, agent_name, root, ctx.cache_key(), servers.digest)
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
     if agent_name == MAIN_AGENT:
-        surface = _unscoped(bundle)
+        surface = _unscoped(bundle, servers)
     else:
-        surface = _resolve_agent(bundle, bundle.agents[agent_name], ctx, root)
+        surface = _resolve_agent(bundle, bundle.agents[agent_name], ctx, root, servers)
     _CACHE.put(key, surface)
     return surface
 
 
 def _resolve_agent(
-    bundle: Bundle, agent: AgentDefinition, ctx: SurfaceContext, root: str | None
+    bundle: Bundle,
+    agent: AgentDefinition,
+    ctx: SurfaceContext,
+    root: str | None,
+    servers: McpSnapshot,
 ) -> Surface:
     excluded: list[Exclusion] = []
 
@@ -191,16 +218,21 @@ def _resolve_agent(
         else:
             subagents.append(name)
     connections = admitted("connection", agent.connections)
-    mcp = admitted("mcp", agent.mcp)
+    granted = admitted("mcp", agent.mcp)
 
     tools = _with_store_tools(tools, stores, excluded)
+    tools, mcp, unavailable = _with_mcp_tools(bundle, tools, granted, servers, excluded)
     tools |= set(PROTOCOL_TOOLS)
     if subagents:
         tools.add(CALL_SUBAGENT)
+    if connections:
+        tools.add(REQUEST)
     # A tool whose own entry was excluded but that another declaration grants (an
     # included skill, the protocol) is not missing: listing it would contradict `tools`.
     missing = [item for item in excluded if item.kind != "tool" or item.name not in tools]
-    return _surface(agent.name, tools, skills, stores, subagents, connections, mcp, missing)
+    return _surface(
+        agent.name, tools, skills, stores, subagents, connections, mcp, missing, unavailable
+    )
 
 
 def _exclusion_reason(
@@ -289,7 +321,63 @@ def _with_store_tools(
     return tools | allowed
 
 
-def _unscoped(bundle: Bundle) -> Surface:
+def _with_mcp_tools(
+    bundle: Bundle,
+    tools: set[str],
+    granted: list[str],
+    servers: McpSnapshot,
+    excluded: list[Exclusion],
+) -> tuple[set[str], list[str], list[Unavailable]]:
+    """MCP tools as the servers' state allows: every tool of a granted server that is ready,
+    and each `server__tool` named on its own when its server offers it. A server that is
+    not ready is excluded with its reason, and so is every tool it would have given."""
+    declared = bundle.mcp_servers
+    missing: dict[str, list[str]] = {}
+    for name in sorted(tools):
+        server = server_of(name, declared)
+        if server is None:
+            continue
+        state = servers.state(server)
+        if state is not None and state.status == "ready":
+            if name in servers.tools:
+                continue
+            tool = name.removeprefix(declared[server].prefix)
+            reason = (
+                f"server {server!r} has no tool {tool!r}"
+                if declared[server].offers(tool)
+                else f"not in the `tools` allow-list of server {server!r}"
+            )
+        else:
+            reason = state.reason() if state is not None else "server not connected"
+            missing.setdefault(server, []).append(name)
+        tools.discard(name)
+        excluded.append(Exclusion("tool", name, reason))
+    ready = []
+    for server in granted:
+        state = servers.state(server)
+        if state is not None and state.status == "ready":
+            ready.append(server)
+            tools |= {tool.tool_name for tool in state.tools}
+            continue
+        reason = state.reason() if state is not None else "server not connected"
+        excluded.append(Exclusion("mcp", server, reason))
+        lost = state.known if state is not None else ()
+        for name in lost:
+            if name not in missing.get(server, []):
+                excluded.append(Exclusion("tool", name, reason))
+        missing.setdefault(server, []).extend(n for n in lost if n not in missing[server])
+    unavailable = [
+        Unavailable(
+            server,
+            servers.servers[server].status if server in servers.servers else "not connected",
+            tuple(sorted(names)),
+        )
+        for server, names in sorted(missing.items())
+    ]
+    return tools, ready, unavailable
+
+
+def _unscoped(bundle: Bundle, servers: McpSnapshot) -> Surface:
     """Unscoped chat: every resource of the bundle; file tools only when main opts in."""
     stores: dict[str, StoreMode] = {
         name: "read" if store.shared else "rw" for name, store in bundle.stores.items()
@@ -299,7 +387,13 @@ def _unscoped(bundle: Bundle) -> Surface:
     tools |= set(bundle.main.tools & set(FILE_TOOLS))
     if subagents:
         tools.add(CALL_SUBAGENT)
+    if bundle.connections:
+        tools.add(REQUEST)
     tools = _with_store_tools(tools, stores, [])
+    excluded: list[Exclusion] = []
+    tools, mcp, unavailable = _with_mcp_tools(
+        bundle, tools, sorted(bundle.mcp_servers), servers, excluded
+    )
     return _surface(
         MAIN_AGENT,
         tools,
@@ -307,8 +401,9 @@ def _unscoped(bundle: Bundle) -> Surface:
         stores,
         subagents,
         sorted(bundle.connections),
-        sorted(bundle.mcp_servers),
-        [],
+        mcp,
+        excluded,
+        unavailable,
         unscoped=True,
     )
 
@@ -322,11 +417,14 @@ def _surface(
     connections: list[str],
     mcp: list[str],
     excluded: list[Exclusion],
+    unavailable: list[Unavailable],
     *,
     unscoped: bool = False,
 ) -> Surface:
     ordered_stores = dict(sorted(stores.items()))
-    granted = repr((sorted(tools), skills, ordered_stores, subagents, connections, mcp))
+    # A server changing state is a surface change: the agent is told what it lacks.
+    down = [(item.server, item.status, item.tools) for item in unavailable]
+    granted = repr((sorted(tools), skills, ordered_stores, subagents, connections, mcp, down))
     return Surface(
         agent=agent,
         tools=frozenset(tools),
@@ -337,6 +435,7 @@ def _surface(
         mcp=tuple(mcp),
         excluded=tuple(excluded),
         unscoped=unscoped,
+        unavailable=tuple(unavailable),
         fingerprint=hashlib.blake2b(granted.encode(), digest_size=8).hexdigest(),
     )
 

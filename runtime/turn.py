@@ -87,6 +87,8 @@ class Turn:
             self._log,
             service.observers,
             sink,
+            service.connections,
+            service.mcp,
         )
         self._consumed = False
 
@@ -161,7 +163,7 @@ class Turn:
         history = await storage.list_events(session.id)
         definition = bundle.agents.get(self.agent) if self.agent != MAIN_AGENT else None
         caller = self.caller.surface_context(self.agent, self.context)
-        surface = resolve(bundle, self.agent, caller, root=self.agent)
+        surface = self._scope.resolve(self.agent, caller)
         for event in await self._logged(
             "turn",
             agent=self.agent,
@@ -268,7 +270,11 @@ class Turn:
         bundle = self.bundle
         if previous == MAIN_AGENT or previous in bundle.agents:
             before = resolve(
-                bundle, previous, self.caller.surface_context(previous, self.context), root=previous
+                bundle,
+                previous,
+                self.caller.surface_context(previous, self.context),
+                root=previous,
+                servers=self._scope.servers,
             )
         else:  # the old root was removed by a reload: it offered nothing we can name
             before = surface

@@ -17,10 +17,18 @@ import pytest
 
 # The scripted OpenAI-compatible model server, the guard that fails any test whose
 # model calls would reach a real endpoint, fresh PostgreSQL schemas, and chat harnesses.
-pytest_plugins = ["runtime.testing.pytest_plugin", "tests._postgres", "tests._harness"]
+pytest_plugins = [
+    "runtime.testing.pytest_plugin",
+    "tests._postgres",
+    "tests._harness",
+    "tests._http_api",
+]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_FILES = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools", "evals")
+EXAMPLE_FILES = (
+    "amodal.json", "agents", "skills", "stores", "knowledge", "tools", "connections", "servers",
+    "evals",
+)  # fmt: skip
 
 MINIMAL_REPO: dict[str, Any] = {
     "amodal.json": {"name": "test-repo", "version": "1.0.0"},

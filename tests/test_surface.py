@@ -644,7 +644,11 @@ def test_unscoped_chat_exposes_every_resource_but_main_and_default(example_repo:
     assert dict(surface.stores) == {"decisions": "rw", "research-notes": "rw"}
     assert surface.skills == ("Cite Sources", "Craft Greeting")
     assert surface.subagents == ("researcher", "reviewer", "writer")
-    assert surface.excluded == ()
+    assert surface.connections == ("library",)
+    # Without a running runtime no MCP server is connected: said, not hidden.
+    assert [e.as_json() for e in surface.excluded] == [
+        {"kind": "mcp", "name": "almanac", "reason": "server not connected"}
+    ]
     every_store_tool = store_tools("decisions", "get", "query", "put", "delete") | store_tools(
         "research-notes", "get", "query", "put", "delete"
     )
@@ -652,7 +656,7 @@ def test_unscoped_chat_exposes_every_resource_but_main_and_default(example_repo:
     assert surface.tools == (
         PROTOCOL
         | every_store_tool
-        | {"call_subagent", "load_skill", "load_knowledge", "word_count"}
+        | {"call_subagent", "load_skill", "load_knowledge", "word_count", "request"}
         | {"read_file", "list_files", "propose_source_change"}
     )
     assert "write_file" not in surface.tools

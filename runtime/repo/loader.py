@@ -16,10 +16,12 @@ from runtime.bundle import (
     CustomTool,
     Declared,
     StoreDefinition,
+    server_of,
 )
 from runtime.evals.suite import Suite
 from runtime.exceptions import DefinitionError, DefinitionWarning, InvalidRepoError
 from runtime.registry import (
+    REQUEST,
     ToolInfo,
     builtin_tools,
     custom_tools,
@@ -31,13 +33,12 @@ from runtime.repo._reader import Reader
 from runtime.repo._report import Report, did_you_mean, known, normalized
 from runtime.repo.agents import load_agents
 from runtime.repo.config import load_config
+from runtime.repo.connections import load_connections
 from runtime.repo.custom_tools import TOOLS_DIR, load_custom_tools
 from runtime.repo.evals import EvalNames, load_suites
 from runtime.repo.knowledge import load_knowledge
 from runtime.repo.skills import LoadedSkill, load_skills
 from runtime.repo.stores import STORES_DIR, load_stores
-
-CONNECTIONS_DIR = "connections"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,13 +72,14 @@ def load_repo(
     """
     report = Report()
     reader = Reader(Path(root).resolve(), report)
-    config = load_config(reader, os.environ if environ is None else environ, offline)
+    environ = os.environ if environ is None else environ
+    config, config_secrets = load_config(reader, environ, offline)
     stores = load_stores(reader)
     knowledge = load_knowledge(reader)
     tools = load_custom_tools(reader)
     loaded_skills = load_skills(reader)
     skills = loaded_skills.skills
-    connections = _connection_names(reader)
+    outside = load_connections(reader, config, config_secrets, environ, offline)
     loaded_agents = load_agents(reader)
     agents, main = loaded_agents.agents, loaded_agents.main
 
@@ -87,15 +89,17 @@ def load_repo(
         | loaded_skills.broken
         | _failed(reader, STORES_DIR, {store.name for store in stores}, folders=False)
         | _failed(reader, TOOLS_DIR, {tool.name for tool in tools}, folders=True)
+        | outside.broken
     )
+    _check_custom_tool_names(report, tools, outside.mcp)
     names = _Names(
         tools=MappingProxyType(registry),
         skills={loaded.skill.name: loaded for loaded in skills},
         agents=frozenset(agent.name for agent in agents),
         broken=frozenset(normalized(name) for name in broken),
         stores=frozenset(store.name for store in stores),
-        connections=connections,
-        mcp=frozenset(config.mcp.servers) if config else None,
+        connections=frozenset(outside.rest),
+        mcp=frozenset(outside.mcp) if config else None,
     )
     for loaded in skills:
         _check_skill_tools(report, loaded, names)
@@ -128,7 +132,8 @@ def load_repo(
         knowledge=MappingProxyType({doc.name: doc for doc in knowledge}),
         stores=MappingProxyType({store.name: store for store in stores}),
         tools=MappingProxyType({tool.name: tool for tool in tools}),
-        connections=connections,
+        connections=MappingProxyType(outside.rest),
+        mcp_servers=MappingProxyType(outside.mcp),
         registry=MappingProxyType(registry),
         warnings=tuple(report.warnings),
     )
@@ -194,24 +199,6 @@ def _failed(reader: Reader, directory: str, loaded: set[str], *, folders: bool) 
     return found - loaded
 
 
-def _connection_names(reader: Reader) -> frozenset[str]:
-    directory = reader.root / CONNECTIONS_DIR
-    if not directory.is_dir():
-        return frozenset()
-    names = set()
-    for entry in sorted(directory.iterdir()):
-        spec = entry / "spec.json"
-        if entry.is_dir() and spec.is_file():
-            reader.read(reader.relative(spec))
-            names.add(entry.name)
-        else:
-            reader.report.warn(
-                reader.relative(entry),
-                "ignored: a connection is a folder `connections/<name>/` with spec.json",
-            )
-    return frozenset(names)
-
-
 def _check_agent(report: Report, agent: AgentDefinition, names: _Names) -> None:
     declared_stores = {grant.store: grant.mode for grant in agent.stores}
     for entry in agent.tools:
@@ -224,10 +211,20 @@ def _check_agent(report: Report, agent: AgentDefinition, names: _Names) -> None:
         elif entry.name not in names.agents and not names.is_broken(entry.name):
             _unknown(report, entry, "agent", names.agents)
     for entry in agent.connections:
-        if entry.name not in names.connections:
+        if names.mcp is not None and entry.name in names.mcp:
+            _fail(report, entry, f"{entry.name!r} is an MCP server: list it under `mcp`")
+        elif entry.name not in names.connections and not names.is_broken(entry.name):
             _unknown(report, entry, "connection", names.connections)
     for entry in agent.mcp:
-        if names.mcp is not None and entry.name not in names.mcp:
+        if entry.name in names.connections:
+            _fail(
+                report, entry, f"{entry.name!r} is a REST connection: list it under `connections`"
+            )
+        elif (
+            names.mcp is not None
+            and entry.name not in names.mcp
+            and not names.is_broken(entry.name)
+        ):
             _unknown(report, entry, "MCP server", names.mcp)
     for grant in agent.stores:
         if grant.store not in names.stores and not names.is_broken(grant.store):
@@ -253,9 +250,11 @@ def _check_tool(
     report: Report, entry: Declared, names: _Names, declared_stores: Mapping[str, str]
 ) -> None:
     name = entry.name
-    server = name.split("__", 1)[0] if "__" in name and not name.startswith("store__") else None
-    if server is not None and (names.mcp is None or server in names.mcp):
+    if _is_mcp_tool(name, names):
         return  # an MCP tool: its names are known only once the server is reached
+    if name == REQUEST:
+        _fail(report, entry, "`request` comes with connections: list them under `connections`")
+        return
     info = names.tools.get(name)
     if info is None:
         store = name.removeprefix("store__").rpartition("__")[0]
@@ -293,8 +292,31 @@ def _check_skill(report: Report, entry: Declared, names: _Names) -> None:
         _unknown(report, entry, "skill", names.skills)
 
 
+def _is_mcp_tool(name: str, names: _Names) -> bool:
+    if name.startswith("store__") or "__" not in name:
+        return False
+    if names.mcp is None:
+        return True  # amodal.json failed: its servers cannot be checked
+    return server_of(name, names.mcp) is not None or names.is_broken(name.split("__", 1)[0])
+
+
+def _check_custom_tool_names(
+    report: Report, tools: Iterable[CustomTool], servers: Mapping[str, object]
+) -> None:
+    for tool in tools:
+        server = server_of(tool.name, servers)
+        if server is not None:
+            report.error(
+                tool.file,
+                f"custom tool {tool.name!r} would collide with the tools of MCP server "
+                f"{server!r} (`{server.replace('-', '_')}__<tool>`); rename the tool",
+            )
+
+
 def _check_skill_tools(report: Report, loaded: LoadedSkill, names: _Names) -> None:
     for index, tool in enumerate(loaded.skill.allowed_tools):
+        if _is_mcp_tool(tool, names):
+            continue
         if tool not in names.tools:
             report.error(
                 loaded.skill.file,

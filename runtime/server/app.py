@@ -231,7 +231,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         if asked and not who.operator:
             raise ApiError(403, "forbidden", "only an operator may pass claim.K=V")
         claims.update(asked)
-        return inspect_agent(live(), name, claims, context)
+        return inspect_agent(live(), name, claims, context, servers=runtime.mcp.snapshot())
 
     @app.post("/admin/reload", responses=answers(403))
     async def reload(authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
@@ -243,15 +243,18 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
+        servers = runtime.mcp.snapshot().servers
         return {
             "status": "ok",
             "bundle_version": live().version,
             "reload_error": live.reload_error,
+            "mcp": {name: state.as_json() for name, state in servers.items()},
             "process": os.getpid(),  # which server process answered (`--workers N`)
         }
 
     metrics = Metrics()
     metrics.count_reload_failures(lambda: live.failed_reloads)
+    metrics.count_mcp_servers(lambda: runtime.mcp.snapshot())
     chats.observers.add(metrics)
 
     @app.get(

@@ -34,9 +34,14 @@ class ToolContext:
     agent: str
     call_id: str = ""
     """The tool call being answered (set per call by the loop)."""
+    depth: int = 0
+    """The run's depth: 0 for the root, 1 for its specialists, ..."""
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+Confirm = bool | Callable[[dict[str, Any]], bool]
+"""Whether a call needs a person's approval: always, never, or depending on its arguments
+(a `request` to an endpoint whose access rule says `confirm`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +52,11 @@ class Tool:
     description: str
     parameters: Mapping[str, Any]
     handler: Handler
-    confirm: bool = False
+    confirm: Confirm = False
     timeout: float = 30.0
+    nests: bool = False
+    """True when the tool may run specialists (`call_subagent`, a custom tool's
+    `ctx.call_subagent`): the root run then streams their events while it runs."""
     _validator: list[Draft202012Validator] = field(default_factory=list, compare=False, repr=False)
 
     def schema(self) -> dict[str, Any]:
@@ -61,6 +69,15 @@ class Tool:
                 "parameters": dict(self.parameters),
             },
         }
+
+    def needs_confirmation(self, arguments: object) -> bool:
+        """True when this call waits for a person (arguments that do not fit never do: the
+        call runs and gets its argument error)."""
+        if isinstance(self.confirm, bool):
+            return self.confirm
+        if not isinstance(arguments, dict) or self.argument_errors(arguments):
+            return False
+        return self.confirm(arguments)
 
     def argument_errors(self, arguments: object) -> list[str]:
         """Why `arguments` do not fit the schema (empty when they do)."""
@@ -86,7 +103,7 @@ def encode_result(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> str:
     return f"{text[:keep]}\n[... {cut} characters cut ...]\n{text[-keep:]}"
 
 
-__all__ = ["Handler", "Tool", "ToolContext", "ToolError", "encode_result", "with_budget"]
+__all__ = ["Confirm", "Handler", "Tool", "ToolContext", "ToolError", "encode_result", "with_budget"]
 
 
 def with_budget(result: Any, used: int, limit: int) -> Any:

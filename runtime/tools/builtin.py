@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from runtime.bundle import Bundle, CustomTool
+from runtime.bundle import Bundle
 from runtime.registry import ASK_CHOICE, FILE_TOOLS, LOAD_KNOWLEDGE, LOAD_SKILL, STOP_EXECUTION
 from runtime.storage import Storage
 from runtime.surface import Surface
@@ -102,12 +102,6 @@ def knowledge_tool(bundle: Bundle) -> Tool:
     )
 
 
-def custom_tool(tool: CustomTool) -> Tool:
-    return Tool(
-        tool.name, tool.description, tool.parameters(), tool.handler, tool.confirm, tool.timeout
-    )
-
-
 def build_tools(
     bundle: Bundle,
     surface: Surface,
@@ -115,9 +109,10 @@ def build_tools(
     propose: Propose | None = None,
     storage: Storage | None = None,
 ) -> dict[str, Tool]:
-    """The tools of a run: exactly those of `surface` that this module builds (call_subagent
-    is added by its own module). `propose` keeps proposals durably; file tools are built
-    only with it. Store tools keep their documents in `storage` and are built only with it."""
+    """The tools of a run: exactly those of `surface` that this module builds (custom tools,
+    `call_subagent`, `request` and MCP tools come from the turn, `runtime.runs`). `propose`
+    keeps proposals durably; file tools are built only with it. Store tools keep their
+    documents in `storage` and are built only with it."""
     tools = {name: tool for name, tool in protocol_tools(bundle).items() if name in surface.tools}
     if storage is not None:
         tools.update(store_tools(bundle, surface, storage))
@@ -125,9 +120,6 @@ def build_tools(
         tools[LOAD_SKILL] = skill_tool(bundle, surface)
     if LOAD_KNOWLEDGE in surface.tools and bundle.knowledge:
         tools[LOAD_KNOWLEDGE] = knowledge_tool(bundle)
-    for name in surface.tools:
-        if name in bundle.tools:
-            tools[name] = custom_tool(bundle.tools[name])
     if propose is not None and surface.tools & set(FILE_TOOLS):
         for name, tool in file_tools(bundle, propose).items():
             if name in surface.tools:

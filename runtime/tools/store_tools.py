@@ -55,14 +55,79 @@ def store_tools(bundle: Bundle, surface: Surface, storage: Storage) -> dict[str,
     return tools
 
 
+async def get_document(
+    storage: Storage, store: StoreDefinition, scope_id: str, key: str
+) -> dict[str, Any] | None:
+    """The document at `key` in the caller's partition, or None."""
+    document = await storage.get_document(partition(store, scope_id), store.name, key)
+    return None if document is None else document.data
+
+
+async def query_documents(
+    storage: Storage,
+    store: StoreDefinition,
+    scope_id: str,
+    filter: Any = None,
+    sort: Any = None,
+    limit: Any = None,
+    offset: Any = None,
+) -> dict[str, Any]:
+    """`{documents, total, limit, offset, has_more}`; a query the store refuses is a
+    `ToolError`."""
+    try:
+        asked = check_query(store, filter, sort, limit, offset)
+    except DocumentError as error:
+        raise ToolError(str(error)) from error
+    page = await storage.query_documents(partition(store, scope_id), store.name, asked)
+    return {
+        "documents": [document.data for document in page.documents],
+        "total": page.total,
+        "limit": asked.limit,
+        "offset": asked.offset,
+        "has_more": asked.offset + len(page.documents) < page.total,
+    }
+
+
+async def put_document(
+    storage: Storage, store: StoreDefinition, scope_id: str, document: Any
+) -> dict[str, Any]:
+    """Validate and upsert; `{ok, key, version, created}` (and `expires_at` with a ttl). A
+    document the schema refuses is a `ToolError` and nothing is stored."""
+    try:
+        valid = validate_document(store, document)
+        key = document_key(store, valid)
+    except DocumentError as error:
+        raise ToolError(f"{error}. Nothing was stored.") from error
+    stored = await storage.put_document(
+        partition(store, scope_id),
+        store.name,
+        key,
+        valid,
+        ttl_seconds=store.ttl,
+        keep_versions=store.history_versions,
+    )
+    result: dict[str, Any] = {
+        "ok": True,
+        "key": key,
+        "version": stored.version,
+        "created": stored.version == 1,
+    }
+    if stored.expires_at is not None:
+        result["expires_at"] = stored.expires_at.isoformat()
+    return result
+
+
+async def delete_document(
+    storage: Storage, store: StoreDefinition, scope_id: str, key: str
+) -> bool:
+    return await storage.delete_document(partition(store, scope_id), store.name, key)
+
+
 def _get(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
     async def get(arguments: dict[str, Any], context: ToolContext) -> Any:
         key = _key(store, arguments)
-        scope = partition(store, context.caller.scope_id)
-        document = await storage.get_document(scope, store.name, key)
-        if document is None:
-            return {"found": False, "key": key}
-        return document.data
+        document = await get_document(storage, store, context.caller.scope_id, key)
+        return {"found": False, "key": key} if document is None else document
 
     return Tool(
         store_tool_name(store.name, "get"),
@@ -75,25 +140,15 @@ def _get(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
 
 def _query(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
     async def query(arguments: dict[str, Any], context: ToolContext) -> Any:
-        try:
-            asked = check_query(
-                store,
-                arguments.get("filter"),
-                arguments.get("sort"),
-                arguments.get("limit"),
-                arguments.get("offset"),
-            )
-        except DocumentError as error:
-            raise ToolError(str(error)) from error
-        scope = partition(store, context.caller.scope_id)
-        page = await storage.query_documents(scope, store.name, asked)
-        return {
-            "documents": [document.data for document in page.documents],
-            "total": page.total,
-            "limit": asked.limit,
-            "offset": asked.offset,
-            "has_more": asked.offset + len(page.documents) < page.total,
-        }
+        return await query_documents(
+            storage,
+            store,
+            context.caller.scope_id,
+            arguments.get("filter"),
+            arguments.get("sort"),
+            arguments.get("limit"),
+            arguments.get("offset"),
+        )
 
     scalars = {name: spec for name, spec in store.schema.items() if spec.type in SCALAR_TYPES}
     # Any field may be compared with null (null or absent); bounds do not limit a filter.
@@ -135,29 +190,7 @@ def _query(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
 
 def _put(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
     async def put(arguments: dict[str, Any], context: ToolContext) -> Any:
-        try:
-            document = validate_document(store, arguments)
-            key = document_key(store, document)
-        except DocumentError as error:
-            raise ToolError(f"{error}. Nothing was stored.") from error
-        scope = partition(store, context.caller.scope_id)
-        stored = await storage.put_document(
-            scope,
-            store.name,
-            key,
-            document,
-            ttl_seconds=store.ttl,
-            keep_versions=store.history_versions,
-        )
-        result: dict[str, Any] = {
-            "ok": True,
-            "key": key,
-            "version": stored.version,
-            "created": stored.version == 1,
-        }
-        if stored.expires_at is not None:
-            result["expires_at"] = stored.expires_at.isoformat()
-        return result
+        return await put_document(storage, store, context.caller.scope_id, arguments)
 
     notes = [
         f"The arguments are the document; its key is `{store.key}`, made from its fields.",
@@ -176,8 +209,8 @@ def _put(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
 def _delete(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
     async def delete(arguments: dict[str, Any], context: ToolContext) -> Any:
         key = _key(store, arguments)
-        scope = partition(store, context.caller.scope_id)
-        return {"deleted": await storage.delete_document(scope, store.name, key), "key": key}
+        deleted = await delete_document(storage, store, context.caller.scope_id, key)
+        return {"deleted": deleted, "key": key}
 
     return Tool(
         store_tool_name(store.name, "delete"),
@@ -232,4 +265,4 @@ def _key(store: StoreDefinition, arguments: dict[str, Any]) -> str:
         raise ToolError(str(error)) from error
 
 
-__all__ = ["store_tools"]
+__all__ = ["delete_document", "get_document", "put_document", "query_documents", "store_tools"]

@@ -400,7 +400,7 @@ def test_a_broken_edit_shows_its_reload_error_on_health(
         expect(errors.first).to_have_text(re.compile(r"^agents/default/agent\.json:4: .+"))
         expect(page.get_by_text("The last reload failed; the bundle above keeps")).to_be_visible()
         expect(version).to_have_text(good)
-        expect(page.get_by_text("This server reports no MCP servers.")).to_be_visible()
+        expect(page.get_by_text("No MCP servers are configured.")).to_be_visible()
         screenshot(page, "health")
     finally:
         stop(server)
@@ -488,7 +488,7 @@ def test_a_lost_stream_is_recovered_from_the_sessions_log(page: Page, desk: Desk
             return
         response = route.fetch()
         frames = response.text().split("\n\n")
-        first_delta = next(i for i, f in enumerate(frames) if f.startswith("event: text_delta"))
+        first_delta = next(i for i, f in enumerate(frames) if "\nevent: text_delta" in f)
         route.fulfill(response=response, body="\n\n".join(frames[: first_delta + 1]) + "\n\n")
 
     page.route("**/chat", cut_after_first_delta)

@@ -202,8 +202,10 @@ def test_schema_out_writes_every_schema(amodal, tmp_path):
     assert result.code == 0
     written = sorted(path.name for path in (tmp_path / "schemas").iterdir())
     assert written == [
+        "access.schema.json",
         "agent.schema.json",
         "amodal.schema.json",
+        "connection.schema.json",
         "eval.schema.json",
         "store.schema.json",
         "tool.schema.json",

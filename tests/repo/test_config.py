@@ -47,7 +47,7 @@ def test_every_optional_key_is_accepted(make_repo):
     assert bundle.config.models.main is not None
     assert bundle.config.models.main.model == "gpt-4o"
     assert bundle.config.limits.max_tool_calls == 40
-    assert bundle.mcp_servers == frozenset({"github"})
+    assert set(bundle.mcp_servers) == {"github"}
 
 
 @pytest.mark.parametrize("missing", ["name", "version"])

@@ -24,7 +24,9 @@ from tests.repo._helpers import check_findings
 Files = dict[str, bytes]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE_FILES = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools")
+EXAMPLE_FILES = (
+    "amodal.json", "agents", "skills", "stores", "knowledge", "tools", "connections", "servers",
+)  # fmt: skip
 
 
 def example_files() -> Files:

@@ -25,7 +25,7 @@ def world(make_repo, store_file):
                 "agents/helper/AGENT.md": "Helps.",
                 "skills/notes/SKILL.md": "# Skill: Take Notes\nBody.\n",
                 "stores/notes.json": store_file,
-                "connections/crm/spec.json": "{}",
+                "connections/crm/spec.json": {"baseUrl": "https://crm.example"},
                 AGENT_JSON: {"tools": ["load_skill"], **declaration},
             }
         )
@@ -115,7 +115,7 @@ def test_a_connection_without_spec_json_is_ignored_with_a_warning(make_repo):
 
     result = valid(load(root))
 
-    assert result.bundle.connections == frozenset()
+    assert dict(result.bundle.connections) == {}
     assert "spec.json" in warnings_in(result, "connections/crm")[0].message
 
 

@@ -22,7 +22,9 @@ def custom_tool(name: str) -> dict[str, object]:
 def test_builtin_tools_are_always_in_the_registry(make_repo):
     registry = valid(load(make_repo())).bundle.registry
 
-    expected = {*PROTOCOL_TOOLS, "call_subagent", "load_skill", "load_knowledge", *FILE_TOOLS}
+    expected = {
+        *PROTOCOL_TOOLS, "call_subagent", "load_skill", "load_knowledge", "request", *FILE_TOOLS
+    }  # fmt: skip
     assert set(registry) == expected
     assert registry["stop_execution"].kind == "protocol"
     assert registry["call_subagent"].kind == "delegation"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 from runtime.api import Runtime
@@ -76,38 +76,56 @@ async def api(make_repo: Callable[..., Path], api_for: Callable[..., Any]) -> Ap
     return await api_for(make_repo())  # type: ignore[no-any-return]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def listening_port(pid: int) -> int | None:
+    """The TCP port process `pid` listens on; None until it listens (or once it has exited)."""
+    try:
+        connections = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.NoSuchProcess:
+        return None
+    return next((c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN), None)
 
 
 class ServeProcess:
-    """`amodal serve` in a subprocess, as a user runs it."""
+    """`amodal serve` in a subprocess, as a user runs it, on a port the kernel picks.
+
+    It runs with `--port 0` and `wait_ready` reads the port off the process's own listening
+    socket: a free port picked here and bound by the server seconds later (once it has
+    imported and opened its database) could be taken in between by any process on the
+    machine, failing the start, or worse, leaving another server to answer the test.
+    """
 
     def __init__(self, repo: Path, env: Mapping[str, str], *args: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port: int | None = None
         executable = Path(sys.executable).with_name("amodal")
         self.process = subprocess.Popen(
-            [str(executable), "--repo", str(repo), "serve", "--port", str(self.port), *args],
+            [str(executable), "--repo", str(repo), "serve", "--port", "0", *args],
             env={**os.environ, **env},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise AssertionError("call wait_ready() first: the server picks its port as it starts")
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Until /health answers 200. The deadline only bounds a server that hangs: one that
+        fails exits, and that is seen at once; a start takes seconds on a busy machine."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise AssertionError(f"server exited: {self.process.stderr.read()}")  # type: ignore[union-attr]
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise AssertionError("server did not start")
+            if self.port is None:
+                self.port = listening_port(self.process.pid)
+            if self.port is not None:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{self.url}/health", timeout=10).status_code == 200:
+                        return
+            time.sleep(0.05)
+        raise AssertionError(f"server did not answer /health within {timeout:g} s")
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -265,7 +265,13 @@ def test_the_servers_own_writes_trigger_no_reload(
     time.sleep(QUIET_SECONDS)  # absence cannot be polled: give a wrong reload time to happen
 
     assert loads() == started_with
-    assert health(server) == {"status": "ok", "bundle_version": version, "reload_error": None}
+    state = health(server)
+    assert (state["status"], state["bundle_version"], state["reload_error"], state["mcp"]) == (
+        "ok",
+        version,
+        None,
+        {},
+    )
     # The watcher is alive all along: one edit it must see is one load more.
     save(repo, "agents/default/AGENT.md", "You are a counted helper.\n")
     new_version(server, version)

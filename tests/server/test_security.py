@@ -64,9 +64,8 @@ TOOLS: dict[str, Any] = {
     "tools/whoami/tool.json": {"description": "Who is calling, as the tools see it."},
     "tools/whoami/handler.py": (
         "async def handler(args, ctx):\n"
-        "    who = ctx.caller\n"
-        "    return {'claims': dict(who.claims), 'context': dict(who.context),\n"
-        "            'scope_id': who.scope_id, 'user_id': who.user_id, 'org_id': who.org_id}\n"
+        "    return {'claims': dict(ctx.claims), 'context': dict(ctx.context),\n"
+        "            'scope_id': ctx.scope_id, 'user_id': ctx.user_id, 'org_id': ctx.org_id}\n"
     ),
     "tools/approve/tool.json": {"description": "Approve a request (managers only)."},
     "tools/approve/handler.py": MARKING_HANDLER,

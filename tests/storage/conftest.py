@@ -4,8 +4,9 @@ Every test that asks for `backend` (or `storage`) runs once per entry of
 BACKENDS. A backend gives a fresh, empty database per test and the few raw
 accesses the contract tests need (reading the migrations table, holding the
 write lock from another connection). PostgreSQL gets a fresh schema per test
-in the database of AMODAL_TEST_DATABASE_URL (tests/_postgres.py); when it is
-unreachable its tests fail, they never skip.
+in the session's test database (tests/_postgres.py: AMODAL_TEST_DATABASE_URL, the
+local server, or an embedded one); when it is unreachable its tests fail, they
+never skip.
 """
 
 from __future__ import annotations

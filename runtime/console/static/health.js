@@ -45,30 +45,23 @@ function draw(status) {
   ];
 }
 
-// `mcp` of /health: a list of {name, status, error?} or an object of name to status
-// (or to such an object); absent when this server has no MCP support.
+// `mcp` of /health: server name -> {status: ready|starting|failed, tools, error}.
 function mcp(servers) {
-  if (servers === undefined || servers === null) {
-    return notice("This server reports no MCP servers.");
-  }
-  const entries = Array.isArray(servers)
-    ? servers.map((server) => [server.name, server])
-    : Object.entries(servers);
+  const entries = Object.entries(servers ?? {});
   if (entries.length === 0) return notice("No MCP servers are configured.");
   return h(
     "ul",
     { class: "names" },
-    entries.map(([name, server]) => {
-      const about = typeof server === "object" && server !== null ? server : { status: server };
-      const state = String(about.status ?? "unknown");
-      return h(
+    entries.map(([name, server]) =>
+      h(
         "li",
         {},
-        h("code", {}, String(name)),
+        h("code", {}, name),
         " ",
-        h("span", { class: "status", "data-status": state }, state),
-        about.error ? `: ${about.error}` : "",
-      );
-    }),
+        h("span", { class: "status", "data-status": server.status }, server.status),
+        server.status === "ready" ? ` (${server.tools} tools)` : "",
+        server.error ? `: ${server.error}` : "",
+      ),
+    ),
   );
 }
