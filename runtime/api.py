@@ -28,6 +28,7 @@ from runtime.caller import Caller, ChatRequest
 from runtime.chats import ChatService
 from runtime.connections import Connections
 from runtime.events import DoneReason, Event, Usage
+from runtime.exceptions import InvalidRequestError
 from runtime.inspection import inspect_agent
 from runtime.mcp import McpServers
 from runtime.models import Model
@@ -36,6 +37,7 @@ from runtime.observe import Observers, RunObserver
 from runtime.reload import LiveBundle, watch
 from runtime.storage import Storage, default_database_path, open_storage
 from runtime.streams import TurnStreams
+from runtime.text import json_problem
 
 ModelChoice = str | Model | tuple[Any, str] | None
 """A model name, an `(openai.AsyncOpenAI, model name)` pair, or any `Model`."""
@@ -275,6 +277,7 @@ class Runtime:
         """The turn's typed events as they happen, ending with `Done`. The turn starts when
         iteration starts; stopping early cancels it cleanly (what was committed stays)."""
         request = ChatRequest(message, agent, dict(context or {}), session_id)
+        _check_text(request)
         turn = await self.chats.start_turn(request, _caller(claims, operator))
         # aclosing: a consumer that stops early closes the turn now, not when it is collected.
         async with contextlib.aclosing(turn.events()) as streamed:
@@ -296,6 +299,19 @@ class Runtime:
             session_id, call_id, approve, _caller(claims, operator)
         )
         return ChatResult.of([event async for event in turn.events()])
+
+
+def _check_text(request: ChatRequest) -> None:
+    """Refuse strings that are no text before anything runs: they would fail mid-turn."""
+    strings = {
+        "message": request.message,
+        "agent": request.agent,
+        "session_id": request.session_id,
+        "context": dict(request.context),
+    }
+    problem = json_problem(strings)
+    if problem is not None:
+        raise InvalidRequestError(problem)
 
 
 @contextlib.contextmanager

@@ -42,6 +42,7 @@ from runtime.storage import (
     Storage,
     StorageError,
 )
+from runtime.text import json_problem, text_problem
 
 logger = logging.getLogger("amodal")
 
@@ -49,6 +50,8 @@ SHARED_SCOPE = "*shared*"
 """The one partition of a `shared` store."""
 
 DEFAULT_QUERY_LIMIT = 20
+MAX_QUERY_OFFSET = 2**31 - 1
+"""Beyond it an offset is refused (a database integer holds it; no store is that large)."""
 MAX_KEY_CHARS = 512
 PURGE_INTERVAL_SECONDS = 60.0
 PURGE_INTERVAL_ENV = "AMODAL_STORE_PURGE_SECONDS"
@@ -75,6 +78,9 @@ def validate_document(store: StoreDefinition, document: object) -> JSONObject:
     `DocumentError` listing every problem."""
     problems: list[str] = []
     checked = _object(store.schema, document, "", problems)
+    not_text = json_problem(document, "document")
+    if not_text is not None:
+        problems.append(not_text)
     if problems:
         what = f"the document does not fit the {store.entity} schema"
         raise DocumentError(store.name, what, problems)
@@ -229,7 +235,11 @@ def _datetime(value: object, where: str, problems: list[str]) -> object:
         return value
     if moment.tzinfo is None:
         return value  # no offset: kept as written
-    utc = moment.astimezone(UTC).replace(tzinfo=None)
+    try:
+        utc = moment.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before the first representable moment
+        problems.append(f"{where}{_show(value)} is out of range in UTC ({example})")
+        return value
     return utc.isoformat(timespec="microseconds" if utc.microsecond else "seconds") + "Z"
 
 
@@ -260,11 +270,15 @@ def check_query(
             )
         elif value is None:
             checked[name] = None
+        elif isinstance(value, str) and text_problem(value) is not None:
+            problems.append(f"filter.{name}: {text_problem(value)}")
         else:
             found: list[str] = []
             # Bounds do not apply: a value outside them simply matches nothing.
             unbounded = spec.model_copy(update={"min": None, "max": None})
-            checked[name] = _value(unbounded, value, f"filter.{name}", found)
+            checked[name] = _filter_number(
+                _value(unbounded, value, f"filter.{name}", found), f"filter.{name}", found
+            )
             problems.extend(found)
     sort_text: str | None = None
     if sort is not None and sort != "":
@@ -278,14 +292,25 @@ def check_query(
         else:
             sort_text = str(sort)
     size = _integer(limit, DEFAULT_QUERY_LIMIT, "limit", 1, MAX_QUERY_LIMIT, problems)
-    skip = _integer(offset, 0, "offset", 0, None, problems)
+    skip = _integer(offset, 0, "offset", 0, MAX_QUERY_OFFSET, problems)
     if problems:
         raise DocumentError(store.name, "invalid query", problems)
     return DocumentQuery(checked, sort_text, size, skip)
 
 
+def _filter_number(value: Any, path: str, problems: list[str]) -> Any:
+    """An integer beyond 64 bits as the JSON number it is (a double): databases bind 64-bit
+    integers only, and compare stored JSON numbers as doubles anyway."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        try:
+            return float(value)
+        except OverflowError:
+            problems.append(f"`{path}`: the number is out of range")
+    return value
+
+
 def _integer(
-    value: object, default: int, name: str, low: int, high: int | None, problems: list[str]
+    value: object, default: int, name: str, low: int, high: int, problems: list[str]
 ) -> int:
     if value is None:
         return default
@@ -294,12 +319,8 @@ def _integer(
     if isinstance(value, bool) or not isinstance(value, int):
         problems.append(f"{name}: expected an integer, got {_show(value)}")
         return default
-    if value < low or (high is not None and value > high):
-        problems.append(
-            f"{name}: {value} is out of range ({low} to {high})"
-            if high is not None
-            else f"{name}: {value} must be {low} or more"
-        )
+    if not low <= value <= high:
+        problems.append(f"{name}: {value} is out of range ({low} to {high})")
         return default
     return value
 
@@ -333,6 +354,7 @@ def field_schema(spec: StoreField) -> dict[str, Any]:
     elif kind == "datetime":
         schema = {
             "type": "string",
+            "format": "date-time",
             "description": "ISO 8601, e.g. 2025-01-31T09:30:00Z (or a date: 2025-01-31)",
         }
     elif kind == "enum":
@@ -445,6 +467,7 @@ def _join(path: str, name: str) -> str:
 
 __all__ = [
     "DEFAULT_QUERY_LIMIT",
+    "MAX_QUERY_OFFSET",
     "SCALAR_TYPES",
     "SHARED_SCOPE",
     "DocumentError",

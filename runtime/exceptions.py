@@ -13,6 +13,7 @@ AmodalError                       anything this package raises on purpose
  │    ├── SessionNotFoundError    404: no such session for this caller
  │    ├── ConfirmationNotFoundError 404: no such pending confirmation
  │    ├── SessionBusyError        409: the session has a turn running
+ │    ├── InvalidRequestError     422: a request that is not valid (a string that is no text)
  │    └── DocumentError           422: a store document, key or query its schema refuses
  ├── RunError                     a turn failed while it ran (reported as an `error` event)
  │    ├── ModelError              a model call failed after its retries
@@ -172,6 +173,14 @@ class SessionBusyError(RequestError):
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"session {session_id!r} has a turn running; retry when it is done")
+
+
+class InvalidRequestError(RequestError):
+    """A request that is not valid, such as a message or context value that is no text
+    (U+0000, an unpaired surrogate); the message says where."""
+
+    status = 422
+    code = "invalid_request"
 
 
 class DocumentError(RequestError):

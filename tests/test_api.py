@@ -14,6 +14,7 @@ import pytest
 from runtime import (
     ChatResult,
     InvalidRepoError,
+    InvalidRequestError,
     Runtime,
     SessionBusyError,
     StorageClosedError,
@@ -171,6 +172,26 @@ async def test_refusals_raise_before_anything_runs(team: Path) -> None:
     async with Runtime.open(team, model=model) as rt:
         with pytest.raises(UnknownAgentError, match="known agents"):
             await rt.chat("hi", agent="nobody")
+    assert model.calls == []
+
+
+@pytest.mark.parametrize(
+    ("message", "context", "where"),
+    [
+        ("\ud800", {}, "message"),
+        ("hi", {"page": "a\x00b"}, "context.page"),
+        ("hi", {"page\udc00": "x"}, "context: a key"),
+    ],
+)
+async def test_a_string_that_is_no_text_is_refused_before_anything_runs(
+    team: Path, message: str, context: dict[str, str], where: str
+) -> None:
+    # Such strings once reached the model's client and failed there, as internal_error.
+    model = FunctionModel(lambda messages, tools: "never")
+    async with Runtime.open(team, model=model) as rt:
+        with pytest.raises(InvalidRequestError, match=where) as refused:
+            await rt.chat(message, context=context)
+    assert refused.value.status == 422
     assert model.calls == []
 
 

@@ -25,6 +25,7 @@ def test_every_public_name_exists_and_nothing_else_is_promised() -> None:
         "DocumentError",
         "Event",
         "InvalidRepoError",
+        "InvalidRequestError",
         "LoadResult",
         "LocalModelError",
         "Model",
@@ -78,6 +79,7 @@ def test_refusals_carry_the_http_status_that_answers_them() -> None:
         runtime.SessionNotFoundError: 404,
         runtime.ConfirmationNotFoundError: 404,
         runtime.SessionBusyError: 409,
+        runtime.InvalidRequestError: 422,
         runtime.DocumentError: 422,
     }
     for error, status in statuses.items():

@@ -50,7 +50,13 @@ class _Assembler:
         self.text: list[str] = []
         self.calls: dict[int, _PartialCall] = {}
         self.finish_reason: str | None = None
+        self.done = False  # `[DONE]` arrived
         self.usage = Usage()
+
+    @property
+    def complete(self) -> bool:
+        """The stream said it was over: a finish reason, or `[DONE]`."""
+        return self.finish_reason is not None or self.done
 
     def add(self, chunk: dict[str, Any]) -> str:
         """Take one chunk (a parsed `data:` line) in; return its text (empty if none)."""
@@ -70,7 +76,7 @@ class _Assembler:
                 self.finish_reason = choice["finish_reason"]
             delta = choice.get("delta") or {}
             if delta.get("content"):
-                text += delta["content"]
+                text += _text(delta["content"])
             for fragment in delta.get("tool_calls") or ():
                 self._add_fragment(fragment)
         if text:
@@ -91,9 +97,9 @@ class _Assembler:
             call.id = fragment_id
         function = fragment.get("function") or {}
         if function.get("name") and not call.name:
-            call.name = function["name"]
+            call.name = _text(function["name"])
         if function.get("arguments"):
-            call.arguments.append(function["arguments"])
+            call.arguments.append(_text(function["arguments"]))
 
     def reply(self) -> ModelReply:
         calls = tuple(
@@ -119,11 +125,14 @@ class OpenAIModel:
     models from amodal.json), or from your own `openai.AsyncOpenAI` client
     (`OpenAIModel("gpt-4.1-mini", client)`); a client you pass stays yours to close.
 
-    The SDK's own retries are off: this model retries 429, 5xx, timeouts and
-    connection errors up to `max_retries` times (exponential backoff from
-    `backoff` seconds, with jitter), and only while nothing has been yielded
-    to the caller, so a retry never repeats text already streamed. Other
-    4xx are never retried.
+    The SDK's own retries are off: this model retries 429, 5xx, timeouts,
+    connection errors and streams that break or end before their finish reason
+    (or `[DONE]`) up to `max_retries` times (exponential backoff from `backoff`
+    seconds, with jitter), and only while nothing has been yielded to the
+    caller, so a retry never repeats text already streamed. Other 4xx are never
+    retried. A stream that ends early is never an answer: its partial text and
+    tool calls are dropped, and the call fails with `ModelError` if it cannot
+    be retried.
     """
 
     def __init__(
@@ -221,7 +230,7 @@ class OpenAIModel:
         # Encoded once here: the SDK's typed `create` re-walks every message of the
         # transcript on every call (its cost grows with the session), then parses each
         # chunk into models; its client's `post` with a raw streaming response does neither.
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        content = _encode(body)
         attempt = 0
         while True:
             attempt += 1
@@ -236,13 +245,30 @@ class OpenAIModel:
                 )
                 try:
                     async for chunk in _sse_chunks(response):
+                        if chunk is None:  # [DONE]
+                            assembler.done = True
+                            break
                         text = assembler.add(chunk)
                         if text:
                             yielded = True
                             yield text
                 finally:
                     await response.aclose()
-            except (openai.APIStatusError, openai.APIConnectionError) as e:
+                reply = assembler.reply()
+                if not assembler.complete and (reply.text or reply.tool_calls):
+                    raise _CutStream(
+                        "the stream ended before the answer was complete (no finish reason "
+                        "and no [DONE]); its partial answer is not used"
+                    )
+            except (
+                openai.APIStatusError,
+                openai.APIConnectionError,
+                httpx2.HTTPError,
+                _CutStream,
+            ) as e:
+                # A stream that broke or ended early is a failed call like any other: tried
+                # again while none of its text has reached the caller (a retry would
+                # repeat it), and its partial text and tool calls are never used.
                 if yielded or not _retryable(e) or attempt > self.max_retries:
                     raise self._error(e, attempt) from e
                 delay = self._delay(attempt)
@@ -259,11 +285,10 @@ class OpenAIModel:
                 )
                 await anyio.sleep(delay)
                 continue
-            except (httpx2.HTTPError, _StreamError) as e:
-                # The connection broke mid-stream, an error event arrived inside the stream,
-                # or a chunk was not JSON: reported, never retried.
+            except _StreamError as e:
+                # An error event inside the stream, or a chunk that is not JSON: reported as
+                # it is, never retried.
                 raise self._error(e, attempt) from e
-            reply = assembler.reply()
             if reply.finish_reason is None and not reply.text and not reply.tool_calls:
                 # An empty stream is no answer (llama.cpp does this past its context window):
                 # treating it as success would end the turn silently with nothing said.
@@ -302,8 +327,10 @@ class OpenAIModel:
             cause = error.__cause__
             detail = f"{type(cause).__name__}: {cause}" if cause is not None else error.message
             reason = f"connection failed ({detail})"
-        elif isinstance(error, _StreamError):
+        elif isinstance(error, _StreamError | _CutStream):
             reason = str(error)
+        elif isinstance(error, httpx2.TimeoutException):
+            reason = f"the stream stalled (timeout {_seconds(self._client.timeout)})"
         elif isinstance(error, httpx2.HTTPError):
             reason = f"the stream broke ({type(error).__name__}: {error})"
         else:
@@ -328,13 +355,18 @@ class _StreamError(Exception):
     """An error event, or a chunk that is not JSON, inside a 200 stream."""
 
 
-async def _sse_chunks(response: Any) -> AsyncIterator[dict[str, Any]]:
-    """The JSON objects of a Chat Completions event stream, until `[DONE]`."""
+class _CutStream(Exception):
+    """A 200 stream that ended (cleanly or not) before it said it was complete."""
+
+
+async def _sse_chunks(response: Any) -> AsyncIterator[dict[str, Any] | None]:
+    """The JSON objects of a Chat Completions event stream; None for `[DONE]`, the end."""
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue  # comments, `event:` lines and the blank lines between events
         data = line[5:].strip()
         if data == "[DONE]":
+            yield None
             return
         try:
             chunk = json.loads(data)
@@ -348,10 +380,33 @@ async def _sse_chunks(response: Any) -> AsyncIterator[dict[str, Any]]:
         yield chunk
 
 
-def _retryable(error: openai.APIStatusError | openai.APIConnectionError) -> bool:
+def _text(piece: object) -> str:
+    """A piece of the model's output as text: JSON lets a model send an unpaired surrogate
+    (`"\\ud800"`), which no UTF-8 stream, log or database takes; it becomes U+FFFD."""
+    text = str(piece)
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    """The request body as UTF-8 JSON; a string that is no text (a tool's result, say) is
+    sent as the `\\u` escape JSON allows rather than failing every call of the session."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _retryable(error: Exception) -> bool:
     if isinstance(error, openai.APIStatusError):
         return error.status_code == 429 or error.status_code >= 500
-    return True  # timeouts and connection errors
+    return True  # timeouts, connection errors, streams that broke or ended early
 
 
 def _body_message(body: object) -> str:

@@ -26,7 +26,9 @@ def run_module(path: Path, text: str, relative: str, report: Report) -> dict[str
     namespace: dict[str, Any] = {"__name__": f"amodal_repo.{relative}", "__file__": filename}
     try:
         exec(code, namespace)
-    except Exception as error:  # the file is user code: any failure is a finding
+    # The file is user code: any failure is a finding, `sys.exit()` included (it would
+    # otherwise end `amodal validate`, or a server on a hot reload).
+    except (Exception, SystemExit) as error:
         report.error(
             relative,
             f"running the file raised {type(error).__name__}: {error}",

@@ -13,10 +13,9 @@ import re
 from collections.abc import AsyncIterator, Awaitable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, Header, Query, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi import FastAPI, Header, Path, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runtime.api import ChatResult, Runtime
 from runtime.bundle import Bundle
@@ -28,25 +27,45 @@ from runtime.inspection import inspect_agent
 from runtime.metrics import Metrics
 from runtime.replay import position
 from runtime.server.auth import Authenticator
-from runtime.server.errors import ApiError, error_response, install_error_handlers
+from runtime.server.errors import (
+    ApiError,
+    TextJSONResponse,
+    error_response,
+    install_error_handlers,
+)
+from runtime.server.guard import RequestGuard
+from runtime.server.openapi import EVENTS, TURN, answers, install_openapi
 from runtime.server.store_routes import add_store_routes
 from runtime.storage import MAX_QUERY_LIMIT, RunRecord, SessionRecord
 from runtime.streams import LiveTurn
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# An event id (`SEQ` or `SEQ:K`), bounded so it fits the database's integers.
+EVENT_ID = re.compile(r"^[0-9]{1,18}(:[0-9]{1,9})?$")
+EVENT_ID_SCHEMA = {"pattern": EVENT_ID.pattern}
 MAX_OFFSET = 1_000_000
 T = TypeVar("T")
 
+# Declared in the OpenAPI document; checked by `_check_session_id` (its own error code).
+SessionId = Annotated[str, Path(json_schema_extra={"pattern": SESSION_ID.pattern})]
+
+
+class EventStreamResponse(StreamingResponse):
+    """Server-Sent Events (the media type the OpenAPI document gives such a route)."""
+
+    media_type = "text/event-stream"
+
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: `"approve": "yes"` or `"stream": 0` is a 422, never coerced to a bool.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ChatBody(_Body):
     message: str = Field(min_length=1)
     agent: str | None = None
     context: dict[str, str] = Field(default_factory=dict)
-    session_id: str | None = None
+    session_id: str | None = Field(None, json_schema_extra={"pattern": SESSION_ID.pattern})
     stream: bool = True
     autonomous: bool = False
 
@@ -59,11 +78,12 @@ class ConfirmationBody(_Body):
 def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     """The ASGI app serving `runtime`."""
     live, chats = runtime.live, runtime.chats
-    app = FastAPI(title="amodal", version="0.1.0")
-    app.add_middleware(_BodyLimit, limit=lambda: live().config.limits.max_request_bytes)
+    app = FastAPI(title="amodal", version="0.1.0", default_response_class=TextJSONResponse)
+    app.add_middleware(RequestGuard, limit=lambda: live().config.limits.max_request_bytes)
     install_error_handlers(app)
+    install_openapi(app, live, auth.configured)
 
-    @app.post("/chat")
+    @app.post("/chat", response_model=None, responses=TURN | answers(403, 404, 409))
     async def chat(
         body: ChatBody, authorization: Annotated[str | None, Header()] = None
     ) -> Response:
@@ -76,9 +96,13 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         turn = await _start(chats.start_turn(request, who))
         return await _respond(runtime.streams.start(turn), body.stream)
 
-    @app.post("/sessions/{session_id}/confirmations/{call_id}")
+    @app.post(
+        "/sessions/{session_id}/confirmations/{call_id}",
+        response_model=None,
+        responses=TURN | answers(404, 409),
+    )
     async def confirm(
-        session_id: str,
+        session_id: SessionId,
         call_id: str,
         body: ConfirmationBody,
         authorization: Annotated[str | None, Header()] = None,
@@ -103,9 +127,9 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
             "offset": offset,
         }
 
-    @app.get("/sessions/{session_id}")
+    @app.get("/sessions/{session_id}", responses=answers(404))
     async def get_session(
-        session_id: str, authorization: Annotated[str | None, Header()] = None
+        session_id: SessionId, authorization: Annotated[str | None, Header()] = None
     ) -> dict[str, Any]:
         who = auth.caller(authorization)
         _check_session_id(session_id)
@@ -132,20 +156,24 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
             ],
         }
 
-    @app.get("/sessions/{session_id}/runs")
+    @app.get("/sessions/{session_id}/runs", responses=answers(404))
     async def get_runs(
-        session_id: str, authorization: Annotated[str | None, Header()] = None
+        session_id: SessionId, authorization: Annotated[str | None, Header()] = None
     ) -> dict[str, Any]:
         who = auth.caller(authorization)
         _check_session_id(session_id)
         return run_tree(await _start(chats.get_runs(session_id, who)))
 
-    @app.get("/sessions/{session_id}/events")
+    @app.get(
+        "/sessions/{session_id}/events",
+        response_class=EventStreamResponse,
+        responses=EVENTS | answers(404),
+    )
     async def session_events(
-        session_id: str,
-        after: str | None = None,
+        session_id: SessionId,
+        after: Annotated[str | None, Query(json_schema_extra=EVENT_ID_SCHEMA)] = None,
         authorization: Annotated[str | None, Header()] = None,
-        last_event_id: Annotated[str | None, Header()] = None,
+        last_event_id: Annotated[str | None, Header(json_schema_extra=EVENT_ID_SCHEMA)] = None,
     ) -> Response:
         """The session's events after an id (`?after=` or `Last-Event-ID`), then its running
         turn live until `done`, as SSE: how a client that lost its stream picks it up."""
@@ -153,15 +181,15 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         _check_session_id(session_id)
         await _start(chats.get_session(session_id, who))
         given = after if after is not None else last_event_id
-        try:
-            seen = position(given) if given else (0, 0)
-        except ValueError as error:
-            raise ApiError(422, "invalid_event_id", str(error)) from error
+        if given and not EVENT_ID.fullmatch(given):
+            message = f"not an event id: {given!r} (expected SEQ or SEQ:K, digits)"
+            raise ApiError(422, "invalid_event_id", message)
+        seen = position(given) if given else (0, 0)
         return _event_stream(runtime.streams.follow(session_id, seen))
 
-    @app.delete("/sessions/{session_id}", status_code=204)
+    @app.delete("/sessions/{session_id}", status_code=204, responses=answers(404))
     async def delete_session(
-        session_id: str, authorization: Annotated[str | None, Header()] = None
+        session_id: SessionId, authorization: Annotated[str | None, Header()] = None
     ) -> Response:
         who = auth.caller(authorization)
         _check_session_id(session_id)
@@ -181,7 +209,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
             if wanted is None or (bundle.agents[name].role or "").lower() == wanted
         ]
 
-    @app.get("/agents/{name}")
+    @app.get("/agents/{name}", responses=answers(404))
     async def agent(name: str, authorization: Annotated[str | None, Header()] = None) -> Any:
         auth.caller(authorization)
         bundle = live()
@@ -189,7 +217,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
             raise UnknownAgentError(name, list(bundle.agents))
         return _agent_json(bundle, name)
 
-    @app.get("/agents/{name}/surface")
+    @app.get("/agents/{name}/surface", responses=answers(403, 404))
     async def surface(
         name: str, request: Request, authorization: Annotated[str | None, Header()] = None
     ) -> Any:
@@ -205,7 +233,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         claims.update(asked)
         return inspect_agent(live(), name, claims, context, servers=runtime.mcp.snapshot())
 
-    @app.post("/admin/reload")
+    @app.post("/admin/reload", responses=answers(403))
     async def reload(authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
         """Reload the repo now (e.g. after `git pull` without a file watcher); operators only."""
         if not auth.caller(authorization).operator:
@@ -229,7 +257,14 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     metrics.count_mcp_servers(lambda: runtime.mcp.snapshot())
     chats.observers.add(metrics)
 
-    @app.get("/metrics")
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        responses={
+            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+            **answers(403),
+        },
+    )
     async def prometheus(authorization: Annotated[str | None, Header()] = None) -> Response:
         """What this server has done, in Prometheus' text format; operators only."""
         if not auth.caller(authorization).operator:
@@ -252,7 +287,7 @@ async def _start(starting: Awaitable[T]) -> T:
 
 
 def _check_session_id(session_id: str) -> None:
-    if not SESSION_ID.match(session_id):
+    if not SESSION_ID.fullmatch(session_id):
         raise ApiError(
             422, "invalid_session_id", "a session id is 1-64 letters, digits, '-' or '_'"
         )
@@ -290,6 +325,11 @@ def _event_stream(streamed: AsyncIterator[Event]) -> StreamingResponse:
 
 def _frame(event: Event) -> bytes:
     data = json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
+    if not data.isascii():
+        try:
+            data.encode()
+        except UnicodeEncodeError:  # an unpaired surrogate (a tool's broken output): escaped
+            data = json.dumps(event.to_json(), separators=(",", ":"))
     return f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n".encode()
 
 
@@ -344,47 +384,6 @@ def _agent_json(bundle: Bundle, name: str) -> dict[str, Any]:
         "role": agent.role,
         "default": agent.is_default,
     }
-
-
-class _BodyLimit:
-    """Refuse request bodies above the configured limit (413) before anything parses them."""
-
-    def __init__(self, app: ASGIApp, limit: Any) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = int(self.limit())
-        too_large = f"request bodies are limited to {limit} bytes"
-        headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await error_response(413, "body_too_large", too_large)(scope, receive, send)
-            return
-        # No (or a false) Content-Length: read the body here, counting. An error raised
-        # from inside receive() would reach FastAPI's body parsing, which turns it into
-        # a 400 "error parsing the body"; refusing before the app runs keeps it a 413.
-        buffered: list[Message] = []
-        seen = 0
-        while True:
-            message = await receive()
-            buffered.append(message)
-            if message["type"] != "http.request":
-                break
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                await error_response(413, "body_too_large", too_large)(scope, receive, send)
-                return
-            if not message.get("more_body", False):
-                break
-
-        async def replay() -> Message:
-            return buffered.pop(0) if buffered else await receive()
-
-        await self.app(scope, replay, send)
 
 
 __all__ = ["create_app", "error_response", "run_tree"]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from runtime.exceptions import RequestError
 
@@ -25,8 +28,23 @@ class ApiError(Exception):
         return cls(error.status, error.code, str(error))
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+class TextJSONResponse(JSONResponse):
+    """JSON that always encodes: a string that is no text (an unpaired surrogate, say from a
+    model's output or echoed from a request) is sent as a `\\u` escape instead of failing."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
+
+
+def error_response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return TextJSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -41,13 +59,31 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         # Routing's own refusals (no such route, wrong method) in the same error shape.
-        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
-        return error_response(error.status_code, code, str(error.detail))
+        if error.status_code == 405:
+            allowed = ", ".join(allowed_methods(request))
+            message = f"{request.method} is not allowed here; allowed: {allowed}"
+            return error_response(405, "method_not_allowed", message, {"Allow": allowed})
+        code = {404: "not_found"}.get(error.status_code, "http_error")
+        return error_response(error.status_code, code, str(error.detail), error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = "; ".join(_problem(e) for e in error.errors())
         return error_response(422, "invalid_request", problems)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (the `Allow` header of a 405).
+
+    Starlette answers 405 from the first route whose path matches, so its own header
+    would list that route's methods only; FastAPI has one route per method.
+    """
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 def _problem(error: Any) -> str:

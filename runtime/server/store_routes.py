@@ -37,10 +37,16 @@ from runtime.exceptions import DocumentError
 from runtime.reload import LiveBundle
 from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError
+from runtime.server.openapi import answers
 from runtime.storage import Storage, StoreDocument
 from runtime.surface import DEFAULT_SCOPE
 
 MAX_SCOPE_CHARS = 200
+
+# Declared in the OpenAPI document; checked by `_scope` (its own error code).
+Scope = Annotated[
+    str | None, Query(json_schema_extra={"minLength": 1, "maxLength": MAX_SCOPE_CHARS})
+]
 
 
 def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Authenticator) -> None:
@@ -50,9 +56,9 @@ def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Aut
         if not auth.caller(authorization).operator:
             raise ApiError(403, "forbidden", "only an operator may use /stores")
 
-    @app.get("/stores", tags=["stores"])
+    @app.get("/stores", tags=["stores"], responses=answers(403))
     async def list_stores(
-        scope: str | None = None, authorization: Annotated[str | None, Header()] = None
+        scope: Scope = None, authorization: Annotated[str | None, Header()] = None
     ) -> list[dict[str, Any]]:
         operator(authorization)
         bundle = live()
@@ -65,14 +71,14 @@ def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Aut
             listed.append({**store_json(store), "documents": page.total})
         return listed
 
-    @app.get("/stores/{name}", tags=["stores"])
+    @app.get("/stores/{name}", tags=["stores"], responses=answers(403, 404))
     async def query_documents(
         name: str,
         filter_: Annotated[str | None, Query(alias="filter")] = None,
         sort: str | None = None,
         limit: str | None = None,
         offset: str | None = None,
-        scope: str | None = None,
+        scope: Scope = None,
         authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
         operator(authorization)
@@ -101,12 +107,12 @@ def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Aut
             "has_more": query.offset + len(page.documents) < page.total,
         }
 
-    @app.get("/stores/{name}/{key:path}", tags=["stores"])
+    @app.get("/stores/{name}/{key:path}", tags=["stores"], responses=answers(403, 404))
     async def get_document(
         name: str,
         key: str,
         history: bool = False,
-        scope: str | None = None,
+        scope: Scope = None,
         authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
         operator(authorization)
@@ -128,12 +134,12 @@ def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Aut
             ]
         return found
 
-    @app.put("/stores/{name}/{key:path}", tags=["stores"])
+    @app.put("/stores/{name}/{key:path}", tags=["stores"], responses=answers(403, 404))
     async def put_document(
         name: str,
         key: str,
         request: Request,
-        scope: str | None = None,
+        scope: Scope = None,
         authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
         operator(authorization)
@@ -167,11 +173,13 @@ def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Aut
         )
         return {**document_json(stored), "created": stored.version == 1}
 
-    @app.delete("/stores/{name}/{key:path}", tags=["stores"], status_code=204)
+    @app.delete(
+        "/stores/{name}/{key:path}", tags=["stores"], status_code=204, responses=answers(403, 404)
+    )
     async def delete_document(
         name: str,
         key: str,
-        scope: str | None = None,
+        scope: Scope = None,
         authorization: Annotated[str | None, Header()] = None,
     ) -> Response:
         operator(authorization)

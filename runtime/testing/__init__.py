@@ -21,10 +21,14 @@ from runtime.testing._steps import (
     Step,
     cut_stream,
     error,
+    hang,
+    junk_chunk,
     raw_arguments,
     reply,
+    stall,
     tool_call,
     tool_calls,
+    unfinished,
 )
 from runtime.testing.function_model import FunctionCall, FunctionModel
 
@@ -38,8 +42,12 @@ __all__ = [
     "Step",
     "cut_stream",
     "error",
+    "hang",
+    "junk_chunk",
     "raw_arguments",
     "reply",
+    "stall",
     "tool_call",
     "tool_calls",
+    "unfinished",
 ]

@@ -100,7 +100,10 @@ class ScriptedModel:
     unexpected. Every chat request is recorded in `requests`.
 
     `latency` seconds pass before each chat answer; `stream_delay` seconds pass
-    between streamed chunks (0: the whole stream is written at once).
+    between streamed chunks (0: the whole stream is written at once). Steps can
+    inject a provider's faults (`error`, `cut_stream`, `unfinished`, `hang`,
+    `stall`, `junk_chunk`, `raw_arguments`); a hanging step ends when the server
+    closes.
     """
 
     def __init__(
@@ -120,12 +123,14 @@ class ScriptedModel:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._wake: tuple[socket.socket, socket.socket] | None = None
+        self._closing = threading.Event()
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> Self:
         if self._server is not None:
             return self
+        self._closing = threading.Event()
         server = _Server(self)
         wake = socket.socketpair()
         thread = threading.Thread(
@@ -141,6 +146,7 @@ class ScriptedModel:
         if server is None or wake is None or thread is None:
             return
         self._server = self._wake = self._thread = None
+        self._closing.set()  # ends every hang and stall in progress
         wake[1].send(b"x")
         thread.join()
         server.server_close()
@@ -279,6 +285,11 @@ class ScriptedModel:
             self._call_number += 1
             return f"call_{self._call_number}"
 
+    def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, or less if the server closes meanwhile."""
+        if seconds > 0:
+            self._closing.wait(seconds)
+
     @contextmanager
     def _tracking(self) -> Iterator[None]:
         with self._lock:
@@ -379,6 +390,8 @@ class _Handler(BaseHTTPRequestHandler):
             step = model._next_step(request)
             if model.latency:
                 time.sleep(model.latency)
+            if step is not None:
+                model._pause(step.delay)
             try:
                 self._answer(request, step)
             except OSError:
@@ -404,10 +417,17 @@ class _Handler(BaseHTTPRequestHandler):
         if request.stream:
             include_usage = bool((request.body.get("stream_options") or {}).get("include_usage"))
             events = _stream_events(name, step, calls, usage if include_usage else None)
+            text_end = 1 + len(_split_text(step.text))  # the role chunk, then the text
+            if step.junk is not None:
+                events.insert(text_end, b"data: " + step.junk.encode() + b"\n\n")
+                text_end += 1
             if step.cut:
                 # The role and text chunks only: no finish, no usage, no [DONE], no last chunk.
-                events = events[: 1 + len(_split_text(step.text))]
-            self._send_stream(events, cut=step.cut)
+                events = events[:text_end]
+            elif step.unfinished:
+                # Everything but the finish chunk, the usage and [DONE]; the response ends.
+                events = events[: text_end + _tool_call_chunks(calls)]
+            self._send_stream(events, cut=step.cut, pause_after=text_end, pause=step.stall)
         else:
             self._send_completion(name, step, calls, usage)
 
@@ -443,12 +463,20 @@ class _Handler(BaseHTTPRequestHandler):
                 {
                     "index": 0,
                     "message": message,
-                    "finish_reason": step.finish_reason,
+                    "finish_reason": None if step.unfinished else step.finish_reason,
                     "logprobs": None,
                 }
             ],
             "usage": usage,
         }
+        if step.junk is not None:
+            data = step.junk.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         if not step.cut:
             self._send_json(200, payload)
             return
@@ -460,7 +488,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data[: len(data) // 2])
         self.close_connection = True
 
-    def _send_stream(self, events: list[bytes], *, cut: bool) -> None:
+    def _send_stream(
+        self, events: list[bytes], *, cut: bool, pause_after: int, pause: float
+    ) -> None:
+        """Send `events` in chunked encoding (ended properly unless `cut`), silent for
+        `pause` seconds after the first `pause_after` of them."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -469,13 +501,19 @@ class _Handler(BaseHTTPRequestHandler):
         chunks = [b"%x\r\n%s\r\n" % (len(event), event) for event in events]
         if not cut:
             chunks.append(b"0\r\n\r\n")
-        delay = self.server.model.stream_delay
-        if delay:
-            for chunk in chunks:
+        model = self.server.model
+        if model.stream_delay:
+            for index, chunk in enumerate(chunks):
+                if index == pause_after:
+                    model._pause(pause)
                 self.wfile.write(chunk)
-                time.sleep(delay)
+                time.sleep(model.stream_delay)
         else:
-            self.wfile.write(b"".join(chunks))
+            self.wfile.write(b"".join(chunks[:pause_after]))
+            if pause:
+                self.wfile.flush()
+                model._pause(pause)
+            self.wfile.write(b"".join(chunks[pause_after:]))
         if cut:
             self.close_connection = True
 
@@ -516,6 +554,11 @@ def _stream_events(
         events.append(event([], usage=usage))
     events.append(b"data: [DONE]\n\n")
     return events
+
+
+def _tool_call_chunks(calls: list[tuple[str, str, str]]) -> int:
+    """How many events `_stream_events` sends for these tool calls."""
+    return sum(1 + len(_split_evenly(arguments, _ARGUMENT_FRAGMENTS)) for _, _, arguments in calls)
 
 
 def _split_text(text: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runtime.events import Usage
@@ -26,9 +26,9 @@ class Step:
 
     A success (`status` 200) carries text, tool calls or both; an error step
     carries an HTTP status and a message, sent as an OpenAI-style error body.
-    `cut` streams the text and then drops the connection without finishing
-    the response (a provider dying mid-stream). Build variants with
-    `dataclasses.replace(reply("hi"), model="gpt-x-2025")`.
+    The other fields inject the faults of real providers (build them with
+    `cut_stream`, `unfinished`, `hang`, `stall` and `junk_chunk`, or vary any
+    step with `dataclasses.replace(reply("hi"), model="gpt-x-2025")`).
     """
 
     text: str = ""
@@ -36,6 +36,16 @@ class Step:
     status: int = 200
     message: str = ""
     cut: bool = False
+    """Stream the text, then drop the connection without ending the response."""
+    unfinished: bool = False
+    """End the response cleanly after the text and tool-call chunks, but without the
+    finish reason, the usage and `[DONE]` (a stream closed early by a proxy)."""
+    delay: float = 0.0
+    """Seconds of silence before the status line (a provider that hangs)."""
+    stall: float = 0.0
+    """Seconds of silence after the text chunks, before the rest of the stream."""
+    junk: str | None = None
+    """A `data:` line sent verbatim after the text chunks (e.g. one that is not JSON)."""
     cached_tokens: int = 0
     model: str | None = None
     """The model name the response reports; None: the one requested."""
@@ -96,6 +106,29 @@ def error(status: int, message: str = "scripted error") -> Step:
 def cut_stream(text: str) -> Step:
     """Stream `text`, then drop the connection before the response is complete."""
     return Step(text=text, cut=True)
+
+
+def unfinished(step: Step) -> Step:
+    """`step`'s text and tool-call chunks, then a clean end of the response with no
+    finish reason, no usage and no `[DONE]`: an answer that only looks complete."""
+    return replace(step, unfinished=True)
+
+
+def hang(seconds: float, then: Step | None = None) -> Step:
+    """Say nothing for `seconds` (no status line, no headers), then answer with `then`
+    (default: an empty reply). Closing the server ends the wait."""
+    return replace(then or reply(""), delay=seconds)
+
+
+def stall(text: str, seconds: float) -> Step:
+    """Stream `text`, say nothing for `seconds` (a stream that hangs midway), then finish
+    the answer. Closing the server ends the wait."""
+    return Step(text=text, stall=seconds)
+
+
+def junk_chunk(text: str = "", junk: str = "{this is not json") -> Step:
+    """Stream `text`, then a `data:` line holding `junk` (not JSON by default)."""
+    return Step(text=text, junk=junk)
 
 
 def token_counts(messages: Sequence[Mapping[str, Any]], step: Step) -> Usage:

@@ -7,6 +7,7 @@ import logging
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +23,7 @@ from runtime.models.endpoints import (
     accepts_prompt_cache_key,
 )
 from runtime.models.openai import OpenAIModel
-from runtime.testing import ScriptedModel, reply
+from runtime.testing import ScriptedModel, junk_chunk, reply, stall, tool_call, unfinished
 
 pytestmark = pytest.mark.anyio
 
@@ -295,6 +296,105 @@ async def test_a_stream_cut_after_text_is_not_retried(model: ScriptedModel) -> N
         assert "".join(deltas) == "It is sunny and"
         assert len(model.requests) == 1
         await collect(client)  # consume the second step
+
+
+async def test_a_stream_dropped_before_any_text_is_retried(model: ScriptedModel) -> None:
+    model.cut_stream("").reply("Recovered.")
+    async with client_for(model) as client:
+        deltas, final = await collect(client)
+    assert "".join(deltas) == final.text == "Recovered."
+    assert len(model.requests) == 2
+
+
+async def test_a_stream_that_ends_cleanly_after_text_without_finishing_is_an_error(
+    model: ScriptedModel,
+) -> None:
+    model.enqueue(unfinished(reply("It is sunny and"))).reply("never requested")
+    deltas: list[str] = []
+    async with client_for(model) as client:
+        with pytest.raises(ModelError, match="before the answer was complete") as caught:
+            async for item in client.stream(USER, None):
+                assert isinstance(item, str), "a cut stream must never give a reply"
+                deltas.append(item)
+        assert "".join(deltas) == "It is sunny and"
+        assert len(model.requests) == 1 and caught.value.attempts == 1
+        await collect(client)  # consume the second step
+
+
+async def test_a_complete_tool_call_in_an_unfinished_stream_is_never_used(
+    model: ScriptedModel,
+) -> None:
+    model.enqueue(unfinished(replace(tool_call("charge", {"amount": 5}), text="")))
+    model.reply("I did not charge anything.")
+    async with client_for(model) as client:
+        deltas, final = await collect(client)
+    assert final.tool_calls == () and final.text == "I did not charge anything."
+    assert "".join(deltas) == final.text
+    assert len(model.requests) == 2
+
+
+async def test_unfinished_streams_fail_after_the_retries(model: ScriptedModel) -> None:
+    for _ in range(2):
+        model.enqueue(unfinished(tool_call("charge", {"amount": 5})))
+    async with client_for(model, max_retries=1) as client:
+        with pytest.raises(ModelError) as caught:
+            await collect(client)
+    assert caught.value.attempts == 2
+    assert "no finish reason and no [DONE]" in str(caught.value)
+
+
+async def test_done_without_a_finish_reason_completes_the_answer() -> None:
+    # Some servers end with [DONE] only, others with a finish reason only: either says "over".
+    chunk = {"model": "m", "choices": [{"index": 0, "delta": {"content": "Fine."}}]}
+    body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+    with _one_answer(body) as url:
+        async with OpenAIModel.for_endpoint(ModelEndpoint("m", url, "k")) as client:
+            _, final = await collect(client)
+    assert final.text == "Fine." and final.finish_reason is None
+
+
+@contextmanager
+def _one_answer(body: bytes) -> Iterator[str]:
+    """A server that answers one request with `body` as a 200 event stream; its base URL."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            head = (
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+            )
+            connection.sendall(head.encode() + body)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        thread.join(timeout=5)
+        listener.close()
+
+
+async def test_a_stream_that_stalls_after_text_times_out_and_is_not_retried(
+    model: ScriptedModel,
+) -> None:
+    model.enqueue(stall("It is", 30))
+    async with client_for(model, timeout=0.2) as client:
+        with pytest.raises(ModelError, match="stalled") as caught:
+            await collect(client)
+    assert caught.value.attempts == 1
+
+
+async def test_a_chunk_that_is_not_json_is_an_error_not_retried(model: ScriptedModel) -> None:
+    model.enqueue(junk_chunk())
+    async with client_for(model) as client:
+        with pytest.raises(ModelError, match="not JSON") as caught:
+            await collect(client)
+    assert caught.value.attempts == 1
 
 
 def test_endpoint_and_client_repr_do_not_show_the_key() -> None:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from runtime import DefinitionError, DefinitionWarning, LoadResult, load_repo
 
+TOP_LEVEL = {"amodal.json", "agents", "skills", "stores", "knowledge", "tools", "connections"}
+
 
 def load(
     root: Path, *, environ: Mapping[str, str] | None = None, offline: bool = False
@@ -47,3 +49,18 @@ def line_of(path: Path, text: str, occurrence: int = 1) -> int:
     ]
     assert len(matches) >= occurrence, f"{text!r} is not in {path}"
     return matches[occurrence - 1]
+
+
+def check_findings(result: LoadResult) -> None:
+    """A load result keeps its promises: a bundle exactly when there is no error, and every
+    finding points at a repo file and prints."""
+    assert isinstance(result, LoadResult)
+    assert (result.bundle is None) == bool(result.errors), "a bundle exactly when there is no error"
+    for finding in (*result.errors, *result.warnings):
+        assert isinstance(finding, DefinitionError | DefinitionWarning)
+        assert finding.file and not finding.file.startswith("/")
+        assert finding.file.split("/")[0] in TOP_LEVEL, finding
+        assert finding.line is None or finding.line >= 1, finding
+        assert finding.message
+        str(finding)  # every finding prints
+    assert all(isinstance(error, DefinitionError) for error in result.errors)

@@ -209,6 +209,20 @@ def test_agent_py_that_raises_is_an_error_at_the_raising_line(make_repo, store_f
     assert "RuntimeError: no config" in error.message
 
 
+@pytest.mark.parametrize("exit_call", ["raise SystemExit(2)", "import sys\nsys.exit('bye')"])
+def test_agent_py_that_exits_is_an_error_not_the_end_of_the_process(
+    make_repo, store_file, exit_call
+):
+    # Found by tests/repo/test_fuzz.py: SystemExit escaped the loader (and would end a
+    # server on a hot reload).
+    root = with_agent_py(make_repo, store_file, f"x = 1\n{exit_call}\n")
+
+    error = only_error(load(root))
+
+    assert error.file == AGENT_PY and error.line == exit_call.count("\n") + 2
+    assert "raised SystemExit" in error.message
+
+
 def test_agent_py_overrides_agent_json_fields_and_logs_which(
     make_repo, store_file, caplog, monkeypatch
 ):

@@ -17,8 +17,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime import DefinitionError, DefinitionWarning, LoadResult, load_repo
+from runtime import load_repo
 from runtime.formats import CONFIG_FIELDS
+from tests.repo._helpers import check_findings
 
 Files = dict[str, bytes]
 
@@ -41,7 +42,6 @@ def example_files() -> Files:
 
 EXAMPLE = example_files()
 PATHS = sorted(EXAMPLE)
-TOP_LEVEL = {"amodal.json", "agents", "skills", "stores", "knowledge", "tools", "connections"}
 # Real keys make a random key far more likely to reach a validator than to be "unknown".
 KEYS = sorted(
     CONFIG_FIELDS
@@ -201,25 +201,12 @@ def write(root: Path, files: Files) -> None:
         path.write_bytes(data)
 
 
-def check(result: LoadResult) -> None:
-    assert isinstance(result, LoadResult)
-    assert (result.bundle is None) == bool(result.errors), "a bundle exactly when there is no error"
-    for finding in (*result.errors, *result.warnings):
-        assert isinstance(finding, DefinitionError | DefinitionWarning)
-        assert finding.file and not finding.file.startswith("/")
-        assert finding.file.split("/")[0] in TOP_LEVEL, finding
-        assert finding.line is None or finding.line >= 1, finding
-        assert finding.message
-        str(finding)  # every finding prints
-    assert all(isinstance(error, DefinitionError) for error in result.errors)
-
-
 def test_the_unmutated_example_loads_into_a_bundle():
     with tempfile.TemporaryDirectory() as folder:
         write(Path(folder), dict(EXAMPLE))
         result = load_repo(folder, environ={})
 
-    check(result)
+    check_findings(result)
     assert result.bundle is not None
 
 
@@ -238,4 +225,4 @@ def test_random_mutations_give_collected_errors_never_an_exception(changes, offl
         write(Path(folder), files)
         result = load_repo(folder, environ={}, offline=offline)
 
-    check(result)
+    check_findings(result)

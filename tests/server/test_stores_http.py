@@ -217,7 +217,7 @@ async def test_query_filters_sorts_and_pages(api: Api) -> None:
         ({"sort": "-nope"}, "sort: '-nope'"),
         ({"limit": "101"}, "limit: 101 is out of range (1 to 100)"),
         ({"limit": "many"}, "limit: expected an integer"),
-        ({"offset": "-1"}, "offset: -1 must be 0 or more"),
+        ({"offset": "-1"}, "offset: -1 is out of range (0 to 2147483647)"),
     ],
 )
 async def test_an_invalid_query_is_422_saying_what_is_wrong(
@@ -306,3 +306,29 @@ async def test_only_an_operator_may_use_the_store_routes(
         assert refused.json()["error"]["code"] == "forbidden"
     allowed = await api.client.put("/stores/notes/note:db", json=note(), headers=operator)
     assert allowed.status_code == 200
+
+
+# ---------------------------------------------------------------- found by schemathesis
+
+
+@pytest.mark.parametrize("due", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:00:00-05:00"])
+async def test_a_datetime_that_leaves_the_calendar_in_utc_is_422_not_a_crash(
+    api: Api, due: str
+) -> None:
+    put = await api.client.put("/stores/notes/note:db", json=note(due=due))
+    query = await api.client.get("/stores/notes", params={"filter": json.dumps({"due": due})})
+
+    for response in (put, query):
+        assert response.status_code == 422, response.text
+        assert "out of range" in response.json()["error"]["message"]
+    assert (await api.client.get("/stores/notes/note:db")).status_code == 404
+
+
+async def test_a_filter_number_beyond_64_bits_is_compared_as_a_number(api: Api) -> None:
+    await api.client.put("/stores/cache/1", json={"id": 1})
+
+    big = await api.client.get("/stores/cache", params={"filter": '{"id": 100000000000000000000}'})
+    huge = await api.client.get("/stores/cache", params={"filter": '{"id": 1' + "0" * 400 + "}"})
+
+    assert big.status_code == 200 and big.json()["total"] == 0
+    assert huge.status_code == 422 and "out of range" in huge.json()["error"]["message"]

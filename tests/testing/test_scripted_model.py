@@ -109,6 +109,80 @@ def test_non_streaming_answer_through_the_sdk(model: ScriptedModel, sdk: openai.
     assert second.usage is not None and second.usage.prompt_tokens >= 1
 
 
+# ---------------------------------------------------------------- faults
+
+
+STREAM = {"model": "m", "messages": USER, "stream": True}
+
+
+def raw_events(model: ScriptedModel, timeout: float = 10) -> list[str]:
+    """The `data:` payloads of a streamed answer that ended properly (chunked encoding)."""
+    response = httpx.post(f"{model.base_url}/chat/completions", json=STREAM, timeout=timeout)
+    assert response.status_code == 200
+    return [event.removeprefix("data: ") for event in response.text.split("\n\n") if event]
+
+
+def test_an_unfinished_text_answer_ends_cleanly_without_finish_or_done(
+    model: ScriptedModel,
+) -> None:
+    model.enqueue(runtime.testing.unfinished(reply("It is sunny and")))
+    events = raw_events(model)  # no transport error: the response ended properly
+    assert "[DONE]" not in events
+    chunks = [json.loads(event) for event in events]
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks)
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == (
+        "It is sunny and"
+    )
+
+
+def test_an_unfinished_tool_call_sends_the_whole_call_and_nothing_after(
+    model: ScriptedModel,
+) -> None:
+    model.enqueue(runtime.testing.unfinished(tool_call("charge", {"amount": 5})))
+    chunks = [json.loads(event) for event in raw_events(model)]
+    fragments = [
+        call["function"].get("arguments", "")
+        for c in chunks
+        for call in c["choices"][0]["delta"].get("tool_calls") or ()
+    ]
+    assert json.loads("".join(fragments)) == {"amount": 5}
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks)
+
+
+def test_a_junk_chunk_follows_the_text(model: ScriptedModel) -> None:
+    model.enqueue(runtime.testing.junk_chunk("Hi", junk="{oops"))
+    events = raw_events(model)
+    assert "{oops" in events and events[-1] == "[DONE]"
+    assert events.index("{oops") == 2  # after the role chunk and the text
+
+
+def test_a_hang_waits_before_the_status_line_then_answers() -> None:
+    with ScriptedModel() as model:
+        model.enqueue(runtime.testing.hang(30, reply("late")))
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{model.base_url}/chat/completions", json=STREAM, timeout=0.2)
+        model.enqueue(runtime.testing.hang(0.01, reply("soon")))
+        events = raw_events(model)
+        assert "soon" in "".join(events)
+
+
+def test_a_stall_sends_the_text_then_waits_and_closing_ends_it() -> None:
+    with ScriptedModel() as model:
+        model.enqueue(runtime.testing.stall("It is", 30))
+        received: list[bytes] = []
+        with (
+            pytest.raises(httpx.ReadTimeout),
+            httpx.stream(
+                "POST", f"{model.base_url}/chat/completions", json=STREAM, timeout=0.3
+            ) as response,
+        ):
+            for part in response.iter_raw():
+                received.append(part)
+        sent = b"".join(received)
+        assert b'"content": "is"' in sent and b'finish_reason": "stop' not in sent
+    # Leaving the block closed the server, which ended the 30 s stall at once.
+
+
 def test_models_route_lists_a_model(model: ScriptedModel, sdk: openai.OpenAI) -> None:
     assert [entry.id for entry in sdk.models.list()] == ["scripted"]
     assert model.requests == []  # only chat requests are recorded
