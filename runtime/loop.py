@@ -423,7 +423,9 @@ async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
             error=str(error) or f"the tool did not finish within {tool.timeout:g} s",
             started=started,
         )
-    except Exception as error:  # a tool is user code: its failure is the model's to handle
+    # A tool is user code: its failure is the model's to handle. SystemExit too: a handler
+    # calling sys.exit() must not end a server.
+    except (Exception, SystemExit) as error:
         return _status(call, "error", error=f"{type(error).__name__}: {error}", started=started)
     return _status(call, "ok", result=value, started=started)
 

@@ -249,7 +249,8 @@ def _exclusion_reason(
         result = predicate(ctx)
     except KeyError as error:
         reason = f"raised KeyError {error.args[0]!r} (a missing claim or context key)"
-    except Exception as error:  # a predicate is user code: any failure excludes its entry
+    # A predicate is user code: any failure excludes its entry, sys.exit() included.
+    except (Exception, SystemExit) as error:
         reason = f"raised {type(error).__name__}: {error}"
     else:
         if inspect.isawaitable(result):

@@ -30,6 +30,8 @@ TOOLS = {
         "async def handler(args, ctx):\n"
         "    if args['text'] == 'boom':\n"
         "        raise RuntimeError('exploded')\n"
+        "    if args['text'] == 'exit':\n"
+        "        raise SystemExit('gone')\n"
         "    if args['text'] == 'slow':\n"
         "        await anyio.sleep(5)\n"
         "    return {'echo': args['text']}\n"
@@ -83,6 +85,16 @@ async def test_unknown_tool_invalid_arguments_raising_tool_and_timeout_keep_the_
     assert "unknown tool 'nope'" in got[0]["error"] and "echo" in got[0]["error"]
     assert "invalid arguments" in got[1]["error"] and "text" in got[1]["error"]
     assert "exploded" in got[2]["error"]
+    assert done(events).reason == "model_stop"
+
+
+async def test_a_tool_calling_sys_exit_is_an_error_result_not_the_end_of_the_process(
+    tools_harness: Harness, scripted_model: ScriptedModel
+) -> None:
+    scripted_model.tool_call("echo", {"text": "exit"})
+    scripted_model.reply("still here")
+    events = await tools_harness.chat("go")
+    assert results(events)[0]["error"] == "SystemExit: gone"
     assert done(events).reason == "model_stop"
 
 

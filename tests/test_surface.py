@@ -161,11 +161,12 @@ def gated_bundle(make_repo: Callable[..., Path], body: str) -> Bundle:
         ("return None", "returned None, not True"),
         ("return [True]", "returned [True], not True"),
         ('raise RuntimeError("lookup failed")', "raised RuntimeError: lookup failed"),
+        ("raise SystemExit(3)", "raised SystemExit: 3"),
         ('return ctx.claims["role"] == "manager"', "raised KeyError 'role'"),
         ("return _later()", "returned an awaitable"),
         ("return _Awaitable()", "returned an awaitable"),
     ],
-    ids=["False", "1", "yes", "str-True", "None", "list", "raises", "missing-claim",
+    ids=["False", "1", "yes", "str-True", "None", "list", "raises", "exits", "missing-claim",
          "coroutine", "awaitable"],
 )  # fmt: skip
 def test_a_predicate_includes_its_entry_only_on_exact_true(
