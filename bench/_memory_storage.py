@@ -48,6 +48,7 @@ class MemoryStorage:
         self._events: dict[str, list[StoredEvent]] = {}
         self._pending: dict[str, dict[str, PendingConfirmation]] = {}
         self._runs: dict[str, RunRecord] = {}
+        self._running: dict[str, set[str]] = {}  # session -> its runs still running
         self._leases: dict[str, tuple[str, float]] = {}
         self._documents: dict[DocumentKey, StoreDocument] = {}
         self._history: dict[DocumentKey, list[StoreDocument]] = {}  # newest first
@@ -158,6 +159,7 @@ class MemoryStorage:
         if record.id in self._runs:
             raise RecordExistsError("run", record.id)
         self._runs[record.id] = record
+        self._running.setdefault(record.session_id, set()).add(record.id)
 
     async def end_run(
         self,
@@ -173,6 +175,7 @@ class MemoryStorage:
         self._runs[run_id] = dataclasses.replace(
             record, status=status, usage=usage, error=error, ended_at=ended_at or utc_now()
         )
+        self._running.get(record.session_id, set()).discard(run_id)
 
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         return [r for r in self._runs.values() if r.session_id == session_id]
@@ -180,7 +183,7 @@ class MemoryStorage:
     async def interrupt_runs(
         self, session_id: str, error: str, ended_at: datetime | None = None
     ) -> list[RunRecord]:
-        running = [r for r in await self.list_runs(session_id) if r.status == "running"]
+        running = [self._runs[run_id] for run_id in self._running.pop(session_id, set())]
         for run in running:
             self._runs[run.id] = dataclasses.replace(
                 run, status="interrupted", error=error, ended_at=ended_at or utc_now()

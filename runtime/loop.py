@@ -168,13 +168,14 @@ async def run_loop(
 
 
 class _TextBuffer:
-    """A model's text deltas, written to the log in pieces: the first at once, then at most
-    one piece every `TEXT_FLUSH_SECONDS` (the rest when the answer ends), so a fast model
-    costs a few writes an answer and a slow one streams every delta as it comes."""
+    """A model's text deltas, written to the log in pieces: at most one piece every
+    `TEXT_FLUSH_SECONDS`, counted from the call's start (the rest when the answer ends).
+    A real model's first token comes later than that, so it goes out at once, and so does
+    every delta of a slow model; an answer that streams in a burst costs one write."""
 
     def __init__(self) -> None:
         self._parts: list[str] = []
-        self._flushed = 0.0
+        self._flushed = time.monotonic()
 
     def __bool__(self) -> bool:
         return bool(self._parts)
@@ -197,17 +198,25 @@ async def _record(
     return wire_events(await recorder.record(type, data, run_id=spec.run_id, agent=spec.agent))
 
 
-async def _model_call(
+def _model_call(
     spec: RunSpec, transcript: list[dict[str, Any]], out_of_budget: bool
 ) -> AsyncIterator[str | ModelReply]:
-    """One model call, reported to the observers (when there are any)."""
+    """One model call; reported to the observers when there are any (without them, the
+    model's own stream: no layer a turn's every delta would pass through)."""
     messages = _messages(spec, transcript, out_of_budget)
     tools = None if out_of_budget or not spec.tools else [t.schema() for t in spec.tools.values()]
     stream = spec.model.stream(messages, tools, spec.settings, cache_key=spec.cache_key)
     if not spec.observers:
-        async for item in stream:
-            yield item
-        return
+        return stream
+    return _observed_model_call(spec, stream, messages, tools)
+
+
+async def _observed_model_call(
+    spec: RunSpec,
+    stream: AsyncIterator[str | ModelReply],
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+) -> AsyncIterator[str | ModelReply]:
     started = ModelCallStarted(
         spec.session_id,
         spec.run_id,
@@ -410,7 +419,7 @@ async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
     if problem is not None:
         return _error(call, problem)
     arguments = _parsed(call.arguments)
-    context = dataclasses.replace(spec.tool_context, call_id=call.id)
+    context = spec.tool_context.for_call(call.id)
     try:
         with anyio.fail_after(tool.timeout):
             value = await tool.handler(arguments, context)

@@ -12,7 +12,6 @@ An entry stands for zero or more events: `assistant` (a model's answer) for the
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -27,12 +26,7 @@ Position = tuple[int, int]
 def wire_events(entry: StoredEvent) -> list[Event]:
     """The streamed events a log entry stands for, in order, with their ids."""
     build = _BUILDERS.get(entry.type)
-    if build is None:
-        return []
-    return [
-        dataclasses.replace(event, id=_id(entry.seq, index))
-        for index, event in enumerate(build(entry, entry.data))
-    ]
+    return [] if build is None else build(entry, entry.data)
 
 
 def position(event_id: str) -> Position:
@@ -60,8 +54,13 @@ def _id(seq: int, index: int) -> str:
     return str(seq) if index == 0 else f"{seq}:{index}"
 
 
-def _common(entry: StoredEvent) -> dict[str, str]:
-    return {"session_id": entry.session_id, "run_id": entry.run_id or ""}
+def _common(entry: StoredEvent, index: int = 0) -> dict[str, str]:
+    """The fields every event of `entry` has: its session, its run, and its own id."""
+    return {
+        "session_id": entry.session_id,
+        "run_id": entry.run_id or "",
+        "id": _id(entry.seq, index),
+    }
 
 
 def _turn(entry: StoredEvent, data: dict[str, Any]) -> list[Event]:
@@ -81,11 +80,11 @@ def _assistant(entry: StoredEvent, data: dict[str, Any]) -> list[Event]:
             **_common(entry), model=data.get("model", ""), usage=Usage.from_json(data.get("usage"))
         )
     ]
-    for call in data.get("tool_calls") or ():
+    for index, call in enumerate(data.get("tool_calls") or (), 1):
         function = call.get("function", {})
         found.append(
             events.ToolCall(
-                **_common(entry),
+                **_common(entry, index),
                 call_id=call["id"],
                 name=function.get("name", ""),
                 arguments=shown_arguments(function.get("arguments", "")),

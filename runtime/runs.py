@@ -152,7 +152,9 @@ class TurnScope:
             tools[CALL_SUBAGENT] = call_subagent_tool(self, surface, caller, run_id, depth)
         run_tools: dict[str, Tool] = {}  # what a custom tool's ctx.call_tool reaches
         for name in surface.tools & set(bundle.tools):
-            tools[name] = custom_tool(bundle.tools[name], self, run_tools)
+            tools[name] = custom_tool(
+                bundle.tools[name], self, run_tools, delegates=bool(surface.subagents)
+            )
         run_tools.update(sorted(tools.items()))
         return run_tools
 

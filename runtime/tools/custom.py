@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -68,9 +69,12 @@ class TurnPowers(Protocol):
     ) -> dict[str, Any]: ...
 
 
-def custom_tool(definition: CustomTool, turn: TurnPowers, tools: Mapping[str, Tool]) -> Tool:
+def custom_tool(
+    definition: CustomTool, turn: TurnPowers, tools: Mapping[str, Tool], delegates: bool
+) -> Tool:
     """The tool of `tools/<name>/`; its handler gets a `ToolHandlerContext` for each call.
-    `tools` is the calling run's tool set (what `ctx.call_tool` may reach)."""
+    `tools` is the calling run's tool set (what `ctx.call_tool` may reach); `delegates`
+    says whether the caller has specialists its handler could call."""
 
     async def run(arguments: dict[str, Any], context: ToolContext) -> Any:
         return await definition.handler(
@@ -84,7 +88,7 @@ def custom_tool(definition: CustomTool, turn: TurnPowers, tools: Mapping[str, To
         run,
         definition.confirm,
         definition.timeout,
-        nests=True,  # its handler may call specialists
+        nests=delegates,  # then their events stream live while it runs
     )
 
 
@@ -109,9 +113,14 @@ class ToolHandlerContext:
         self.scope_id = context.caller.scope_id
         self.user_id = context.caller.user_id
         self.org_id = context.caller.org_id
-        self.log = logging.LoggerAdapter(
-            logging.getLogger(f"amodal.tools.{tool}"),
-            {"tool": tool, "session": context.session_id, "agent": context.agent},
+        self._tool = tool
+
+    @functools.cached_property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger for the handler (`amodal.tools.<tool>`), naming the tool, session, agent."""
+        return logging.LoggerAdapter(
+            logging.getLogger(f"amodal.tools.{self._tool}"),
+            {"tool": self._tool, "session": self.session_id, "agent": self.agent},
         )
 
     async def request(
