@@ -219,7 +219,8 @@ def _store_query(generic: dict[str, Any], store: StoreDefinition) -> dict[str, A
         for name in scalars
     }
     schemas: dict[str, dict[str, Any]] = {
-        "sort": {"type": "string", "enum": [*scalars, *(f"-{name}" for name in scalars)]},
+        # "" (an empty form field) is no sort: the store's own order.
+        "sort": {"type": "string", "enum": ["", *scalars, *(f"-{name}" for name in scalars)]},
         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_QUERY_LIMIT},
         "offset": {"type": "integer", "minimum": 0, "maximum": MAX_QUERY_OFFSET},
     }
