@@ -2,7 +2,7 @@
 
 The parent checks what can fail before anything listens (the repo, binding without
 auth, a model to talk to; it starts the offline model once when none is
-configured), then hands the socket to uvicorn. Each server process runs
+configured), then binds the port and hands it to uvicorn. Each server process runs
 `ServedApp`: at start-up it opens its own `Runtime` over the shared database
 (with hot reload and the stores' expiry purge) and serves `create_app` over it; at
 shutdown it closes it. Several processes (`--workers N`) share one database, so a
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +36,7 @@ from runtime.server.auth import Authenticator, check_binding
 
 REPO_ENV = "AMODAL_SERVE_REPO"
 RELOAD_ENV = "AMODAL_SERVE_RELOAD"
+PARENT_ENV = "AMODAL_SERVE_PARENT"  # set for worker processes: the supervisor's pid
 
 
 def run_server(repo: Path, host: str, port: int, *, reload: bool, workers: int = 1) -> int:
@@ -55,9 +58,11 @@ def run_server(repo: Path, host: str, port: int, *, reload: bool, workers: int =
                 log_level="warning",
                 timeout_graceful_shutdown=5,
             )
-            # Bound here, before any worker starts: `--port 0` gets a port from the kernel,
-            # and the line below says which (tests and benchmarks read it).
-            sock = config.bind_socket()
+            try:
+                sock = _bind(config)
+            except OSError as error:  # the port is taken, or the address is not ours
+                print(f"Error: could not serve on {host}:{port}: {error}", file=sys.stderr)
+                return 1
             bound = sock.getsockname()[1]
             print(
                 f"amodal: serving {bundle.config.name} (bundle {bundle.version}) on "
@@ -83,6 +88,63 @@ def run_server(repo: Path, host: str, port: int, *, reload: bool, workers: int =
             print(f"Error: could not serve on {host}:{port}", file=sys.stderr)
             return 1
     return 0
+
+
+def _bind(config: uvicorn.Config) -> socket.socket:
+    """The server's socket, bound before any worker starts: `--port 0` gets a port from the
+    kernel, and the line run_server prints says which (tests and benchmarks read it)."""
+    if config.workers == 1:
+        return config.bind_socket()
+    os.environ[PARENT_ENV] = str(os.getpid())
+    return WorkerPort.reserve(config.host, config.port)
+
+
+class WorkerPort(socket.socket):
+    """The port of `--workers N`, held by the parent: bound with SO_REUSEPORT, never listening.
+
+    uvicorn hands the parent's sockets to each worker process by pickling them; this one
+    unpickles in each worker as a new socket bound to the same port, so every worker
+    listens on a socket of its own and the kernel spreads new connections evenly over
+    them. With one shared listening socket, whichever worker wakes first accepts every
+    connection waiting (asyncio accepts up to the backlog at once), and a burst queues on
+    one worker while the other idles."""
+
+    @classmethod
+    def reserve(cls, host: str, port: int) -> WorkerPort:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        # A plain bind first: it fails when anything holds the port, where SO_REUSEPORT
+        # would silently share it with another server of the same user.
+        with socket.socket(family) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+            port = probe.getsockname()[1]
+        reserved = cls(family)
+        try:
+            reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            reserved.bind((host, port))
+        except OSError:
+            reserved.close()
+            raise
+        return reserved
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _worker_socket, (self.family, self.getsockname()[:2])
+
+
+def _worker_socket(family: socket.AddressFamily, address: tuple[str, int]) -> socket.socket:
+    """A worker's own socket on the shared port (uvicorn listens on it)."""
+    sock = socket.socket(family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    return sock
+
+
+async def _stop_when_orphaned(parent: int) -> None:
+    """Stops this worker when its supervisor is gone (kill -9): else it would serve on
+    alone, and share the port with the workers of the next server started on it."""
+    while os.getppid() == parent:  # noqa: ASYNC110 (no event tells a parent's death)
+        await anyio.sleep(1)
+    os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's graceful shutdown
 
 
 @contextlib.contextmanager
@@ -144,6 +206,8 @@ class ServedApp:
                 live.on_reload = announce
                 self._app = create_app(runtime, Authenticator(live().config.auth, os.environ))
                 group.start_soon(purge_periodically, runtime.storage, purge_interval(os.environ))
+                if PARENT_ENV in os.environ:
+                    group.start_soon(_stop_when_orphaned, int(os.environ[PARENT_ENV]))
                 await send({"type": "lifespan.startup.complete"})
                 await receive()  # lifespan.shutdown: requests are done (or timed out)
                 group.cancel_scope.cancel()

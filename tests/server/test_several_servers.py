@@ -7,8 +7,13 @@ session never runs two turns at once, whichever servers the requests reach.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -186,14 +191,7 @@ def test_workers_serve_one_port_and_still_run_one_turn_per_session(
         env = {"OPENAI_BASE_URL": slow.base_url, "MODEL_MAIN": "scripted"}
         server = serve(make_repo(), env, "--no-reload", "--workers", "2")
         server.wait_ready()
-        answered: set[int] = set()
-        for _ in range(300):  # a new connection each time: any worker may take it
-            answered.add(
-                httpx.get(f"{server.url}/health", headers={"Connection": "close"}).json()["process"]
-            )
-            if len(answered) == 2:
-                break
-        assert len(answered) == 2 and server.process.pid not in answered
+        _worker_processes(server)
 
         first = httpx.post(
             f"{server.url}/chat", json={"message": "one", "stream": False}, timeout=30
@@ -216,3 +214,84 @@ def test_workers_serve_one_port_and_still_run_one_turn_per_session(
         for thread in threads:
             thread.join()
         assert sorted(results) == [200] + [409] * 5
+
+
+def _workers_server(
+    make_repo: Callable[..., Path], serve: Callable[..., ServeProcess], *args: str
+) -> ServeProcess:
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "MODEL_MAIN": "scripted"}
+    return serve(make_repo(), env, "--no-reload", "--workers", "2", *args)
+
+
+def _worker_processes(server: ServeProcess) -> set[int]:
+    """The pids of a two-worker server's workers, once both answer (the second may still be
+    starting when the first does: the deadline bounds a busy machine's start-up)."""
+    answered: set[int] = set()
+    deadline = time.monotonic() + 120
+    while len(answered) < 2 and time.monotonic() < deadline:
+        # A new connection each time: any worker may take it.
+        response = httpx.get(f"{server.url}/health", headers={"Connection": "close"})
+        answered.add(response.json()["process"])
+    assert len(answered) == 2 and server.pid not in answered
+    return answered
+
+
+def _answering_process(connection: socket.socket) -> int:
+    with connection:
+        connection.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        response = b"".join(iter(lambda: connection.recv(65536), b""))
+    return int(json.loads(response.split(b"\r\n\r\n", 1)[1])["process"])
+
+
+def test_workers_share_a_burst_of_new_connections(
+    make_repo: Callable[..., Path], serve: Callable[..., ServeProcess]
+) -> None:
+    # Each worker listens on a socket of its own (SO_REUSEPORT): the kernel spreads new
+    # connections over them, where on one shared socket the first to wake takes them all.
+    server = _workers_server(make_repo, serve)
+    server.wait_ready()
+    _worker_processes(server)  # both listen
+    opened = [socket.create_connection(("127.0.0.1", server.port or 0)) for _ in range(40)]
+    shares = Counter(_answering_process(connection) for connection in opened)
+    assert len(shares) == 2 and server.pid not in shares
+    assert min(shares.values()) >= 8, shares  # an even split is 20 each; 8 is 4 sd below
+
+
+def _gone(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status  # a zombie serves nothing
+
+
+def test_workers_stop_when_their_server_is_killed(
+    make_repo: Callable[..., Path], serve: Callable[..., ServeProcess]
+) -> None:
+    server = _workers_server(make_repo, serve)
+    server.wait_ready()
+    workers = _worker_processes(server)
+
+    os.kill(server.pid, signal.SIGKILL)
+    server.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while not all(_gone(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(_gone(pid) for pid in workers), "orphaned workers still serve the port"
+    try:
+        socket.create_connection(("127.0.0.1", server.port or 0), timeout=2).close()
+    except ConnectionRefusedError:
+        pass
+    else:
+        raise AssertionError("something still listens on the killed server's port")
+
+
+def test_workers_on_a_taken_port_exit_1_naming_it(
+    make_repo: Callable[..., Path], serve: Callable[..., ServeProcess]
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        server = _workers_server(make_repo, serve, "--port", str(port))
+        assert server.wait(timeout=60) == 1
+    assert f"could not serve on 127.0.0.1:{port}" in server.output
+    assert "in use" in server.output
