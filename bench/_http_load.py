@@ -40,6 +40,7 @@ class Burst:
     first_event: list[float]  # seconds to the first SSE frame, successful turns only
     errors: list[str] = field(default_factory=list)
     server_cpu_seconds: float = 0.0
+    others_cpu_seconds: float = 0.0  # the model server's and this load client's
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -106,6 +107,24 @@ def family(pid: int) -> list[int]:
     return found
 
 
+class _Meter:
+    """CPU seconds spent from its start: by the server (a process and its descendants), and
+    by everything else a turn needs here (other processes, such as the model server, and
+    this load client)."""
+
+    def __init__(self, pid: int, others: tuple[int, ...]) -> None:
+        self._pid, self._others = pid, others
+        self._server, self._rest = self._read()
+
+    def _read(self) -> tuple[float, float]:
+        rest = time.process_time() + sum(_cpu_seconds(other) for other in self._others)
+        return _cpu_seconds(self._pid), rest
+
+    def spent(self) -> tuple[float, float]:
+        server, rest = self._read()
+        return server - self._server, rest - self._rest
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU of a process and its descendants (all their threads), from /proc."""
     total = 0
@@ -127,30 +146,15 @@ def peak_rss_kib(pid: int) -> int:
     return max(peaks)
 
 
-async def burst(port: int, sessions: int, pid: int) -> Burst:
-    request = _request(port)
-    results: list[tuple[float, float, str | None]] = []
-
-    async def run_one() -> None:
-        results.append(await one_turn(port, request))
-
-    cpu = _cpu_seconds(pid)
-    start = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for _ in range(sessions):
-            group.start_soon(run_one)
-    wall = time.perf_counter() - start
-    return Burst(
-        sessions,
-        wall,
-        [r[0] for r in results if r[2] is None],
-        [r[1] for r in results if r[2] is None],
-        [r[2] for r in results if r[2] is not None],
-        _cpu_seconds(pid) - cpu,
-    )
+async def burst(port: int, sessions: int, pid: int, others: tuple[int, ...] = ()) -> Burst:
+    """N new sessions, one turn each, all started at once (`pid`: the server's process,
+    `others`: processes whose CPU counts as the rest of the work, as `Burst` says)."""
+    return await paced(port, sessions, math.inf, pid, others)
 
 
-async def paced(port: int, sessions: int, rate: float, pid: int) -> Burst:
+async def paced(
+    port: int, sessions: int, rate: float, pid: int, others: tuple[int, ...] = ()
+) -> Burst:
     """N new sessions started evenly at `rate` a second: latency under a load the server can
     sustain, where a burst measures the queue."""
     request = _request(port)
@@ -159,7 +163,7 @@ async def paced(port: int, sessions: int, rate: float, pid: int) -> Burst:
     async def run_one() -> None:
         results.append(await one_turn(port, request))
 
-    cpu = _cpu_seconds(pid)
+    meter = _Meter(pid, others)
     start = time.perf_counter()
     async with anyio.create_task_group() as group:
         for index in range(sessions):
@@ -174,15 +178,15 @@ async def paced(port: int, sessions: int, rate: float, pid: int) -> Burst:
         [r[0] for r in results if r[2] is None],
         [r[1] for r in results if r[2] is None],
         [r[2] for r in results if r[2] is not None],
-        _cpu_seconds(pid) - cpu,
+        *meter.spent(),
     )
 
 
-async def sequential(port: int, turns: int, pid: int) -> Burst:
+async def sequential(port: int, turns: int, pid: int, others: tuple[int, ...] = ()) -> Burst:
     """One session at a time: the server's added latency with nothing else going on."""
     request = _request(port)
     latencies, first, errors = [], [], []
-    cpu = _cpu_seconds(pid)
+    meter = _Meter(pid, others)
     start = time.perf_counter()
     for _ in range(turns):
         elapsed, to_first, error = await one_turn(port, request)
@@ -191,7 +195,7 @@ async def sequential(port: int, turns: int, pid: int) -> Burst:
             first.append(to_first)
         else:
             errors.append(error)
-    return Burst(1, time.perf_counter() - start, latencies, first, errors, _cpu_seconds(pid) - cpu)
+    return Burst(1, time.perf_counter() - start, latencies, first, errors, *meter.spent())
 
 
 def serve(
@@ -227,4 +231,5 @@ def summary(kind: str, bursts: list[Burst], model_latency: float) -> dict[str, A
         "added_max_ms": max(added),
         "first_event_p50_ms": statistics.median(first) * 1000 if first else math.nan,
         "server_cpu_ms_per_turn": sum(b.server_cpu_seconds for b in bursts) / max(turns, 1) * 1000,
+        "others_cpu_ms_per_turn": sum(b.others_cpu_seconds for b in bursts) / max(turns, 1) * 1000,
     }

@@ -131,8 +131,8 @@ class Cpus:
         if not self.pinned:
             return "one CPU: nothing pinned, model server and contenders share it"
         return (
-            f"model server and load client on CPU {self.server}, "
-            f"contenders and `amodal serve` on CPU {self.client}"
+            f"model server and load client on CPU {self.server}, contenders on CPU "
+            f"{self.client}; in (c) `amodal serve` and they run on every CPU"
         )
 
 
@@ -181,8 +181,8 @@ class Worker:
 
 
 @contextlib.contextmanager
-def model_servers(cpus: Cpus) -> Iterator[dict[str, str]]:
-    """The three scripted model servers in their own process; their base URLs."""
+def model_servers(cpus: Cpus) -> Iterator[tuple[dict[str, str], int]]:
+    """The three scripted model servers in their own process; their base URLs, its pid."""
     command = _python_module(
         "bench._model_server", *[f"--latency={k}={v}" for k, v in LATENCY.items()]
     )
@@ -194,7 +194,7 @@ def model_servers(cpus: Cpus) -> Iterator[dict[str, str]]:
         line = process.stdout.readline()
         if not line:
             raise RuntimeError("the scripted model server did not start")
-        yield json.loads(line)
+        yield json.loads(line), process.pid
     finally:
         if process.stdin is not None:
             process.stdin.close()  # it serves until its stdin closes
@@ -354,6 +354,7 @@ async def _serve_rows(
     workers: int,
     plan: Plan,
     profile_to: Path | None,
+    model_pid: int,
 ) -> dict[str, Any]:
     # Not pinned: one process uses one core at most (the GIL) whatever it may run on, and
     # two workers must have both to show what a second process buys.
@@ -361,17 +362,18 @@ async def _serve_rows(
     latency = LATENCY["chat"]
     try:
         await anyio.to_thread.run_sync(serve.wait_ready)
+        others = (model_pid,)
         await _http_load.sequential(serve.port, 10, serve.pid)  # warm up: imports, connections
-        one = await _http_load.sequential(serve.port, plan.sequential_c, serve.pid)
+        one = await _http_load.sequential(serve.port, plan.sequential_c, serve.pid, others)
         rows = [_http_load.summary("sequential", [one], latency)]
         for sessions in plan.sessions_c:
             bursts = []
             for _ in range(plan.rounds_c):
-                bursts.append(await _http_load.burst(serve.port, sessions, serve.pid))
+                bursts.append(await _http_load.burst(serve.port, sessions, serve.pid, others))
                 await anyio.sleep(0.5)  # let the server settle (closed sockets, GC)
             rows.append(_http_load.summary("burst", bursts, latency))
         sessions, rate = plan.paced_c
-        paced = await _http_load.paced(serve.port, sessions, rate, serve.pid)
+        paced = await _http_load.paced(serve.port, sessions, rate, serve.pid, others)
         rows.append(_http_load.summary(f"paced {rate:g}/s", [paced], latency))
         profile = None
         if profile_to is not None and _profile.available() is not None:
@@ -392,20 +394,47 @@ async def _serve_rows(
     return {"label": label, "rows": rows, "server_maxrss_kib": peak, "profile": profile}
 
 
-def run_c(cpus: Cpus, plan: Plan, url: str, folder: Path, profile: bool) -> dict[str, Any]:
+@contextlib.contextmanager
+def unpinned(cpus: Cpus, model_pid: int) -> Iterator[None]:
+    """(c) lets the model server and the load client (this process) run on every CPU, as
+    the server under test does: pinned to one CPU, they would hold whichever of two
+    workers shares it to half a core, and `--workers 2` would show nothing."""
+    if not cpus.pinned:
+        yield
+        return
+    everywhere = os.sched_getaffinity(0) | set(range(os.cpu_count() or 1))
+    for pid in (0, model_pid):
+        os.sched_setaffinity(pid, everywhere)
+    try:
+        yield
+    finally:
+        for pid in (0, model_pid):
+            os.sched_setaffinity(pid, {cpus.server})
+
+
+def run_c(plan: Plan, url: str, model_pid: int, folder: Path, profile: bool) -> dict[str, Any]:
     repo = _scenario.write_repo(folder / "repo-c")
     servers = []
     for workers in (1, 2):  # side by side, each on a database of its own
         data = folder / f"data-c-{workers}"
         data.mkdir()
         raw = folder / f"profile-c-{workers}.txt" if profile and workers == 1 else None
-        servers.append(anyio.run(_serve_rows, repo, data, url, workers, plan, raw))
+        servers.append(anyio.run(_serve_rows, repo, data, url, workers, plan, raw, model_pid))
     one, two = ([row for row in server["rows"] if row["kind"] == "burst"][-1] for server in servers)
     paced = next(row for row in servers[0]["rows"] if row["kind"].startswith("paced"))
     speedup = one["added_p99_ms"] / two["added_p99_ms"] if two["added_p99_ms"] > 0 else math.nan
+    # A burst is CPU-bound: one worker runs its N turns on one core (N x its CPU a turn); two
+    # share both cores with the model server and the load client (N x (their CPU a turn +
+    # the others'), over two cores). The ratio is the most a second worker can buy here.
+    bound = (
+        2
+        * one["server_cpu_ms_per_turn"]
+        / (two["server_cpu_ms_per_turn"] + two["others_cpu_ms_per_turn"])
+    )
     return {
         "model_latency_ms": LATENCY["chat"] * 1000,
         "servers": servers,
+        "workers_bound": bound,
         "target": f"p99 added <= {TARGET_C_P99_MS:.0f} ms at {one['sessions']} sessions, no "
         f"errors; with 2 workers p99 >= {TARGET_C_WORKERS:.1f}x lower; paced p99 added <= "
         f"{TARGET_C_PACED_MS:.0f} ms",
@@ -545,9 +574,9 @@ def table(report: dict[str, Any]) -> str:
             lines += [
                 f"{server['label']} (peak RSS {_mib(server['server_maxrss_kib'])})",
                 f"  {'sessions':<18}{'turns':>6}{'errors':>7}{'turns/s':>9}{'p50 add':>9}"
-                f"{'p99 add':>9}{'max add':>9}{'1st evt':>9}{'srv cpu':>9}",
+                f"{'p99 add':>9}{'max add':>9}{'1st evt':>9}{'srv cpu':>9}{'oth cpu':>9}",
                 f"  {'':<18}{'':>6}{'':>7}{'':>9}{'ms':>9}{'ms':>9}{'ms':>9}{'p50 ms':>9}"
-                f"{'ms/turn':>9}",
+                f"{'ms/turn':>9}{'ms/turn':>9}",
             ]
             for row in server["rows"]:
                 label = (
@@ -559,7 +588,7 @@ def table(report: dict[str, Any]) -> str:
                     f"  {label:<18}{row['turns']:>6}{row['errors']:>7}{row['turns_per_s']:>9.1f}"
                     f"{row['added_p50_ms']:>9.1f}{row['added_p99_ms']:>9.1f}"
                     f"{row['added_max_ms']:>9.1f}{row['first_event_p50_ms']:>9.1f}"
-                    f"{row['server_cpu_ms_per_turn']:>9.2f}"
+                    f"{row['server_cpu_ms_per_turn']:>9.2f}{row['others_cpu_ms_per_turn']:>9.2f}"
                 )
                 if row["error_samples"]:
                     lines.append(f"     errors: {'; '.join(row['error_samples'])}")
@@ -573,7 +602,9 @@ def table(report: dict[str, Any]) -> str:
         )
         lines.append(
             f"2 workers: the {sessions}-session burst's p99 added is "
-            f"{c['workers_speedup']:.2f}x lower than with 1"
+            f"{c['workers_speedup']:.2f}x lower than with 1; at most "
+            f"{c['workers_bound']:.2f}x on these cores (2 x one worker's srv cpu / (two "
+            "workers' srv cpu + oth cpu): the model server and the load client share them)"
         )
         lines.append(f"target {c['target']}: {_met(c['target_met'])}")
     d = report.get("d")
@@ -695,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     folder = Path(tempfile.mkdtemp(prefix="amodal-bench-peers-"))
     try:
-        with model_servers(cpus) as urls:
+        with model_servers(cpus) as (urls, model_pid):
             a_names, b_names = A_CONTENDERS, B_CONTENDERS
             if wanted & set("ab"):
                 names = a_names if "a" in wanted else b_names
@@ -711,7 +742,8 @@ def main(argv: list[str] | None = None) -> int:
                     for name, worker in pool.items():
                         report["memory"][name] = worker.ask(op="rss")["maxrss_kib"]
             if "c" in wanted:
-                report["c"] = run_c(cpus, plan, urls["chat"], folder, args.profile)
+                with unpinned(cpus, model_pid):
+                    report["c"] = run_c(plan, urls["chat"], model_pid, folder, args.profile)
         if "d" in wanted:
             report["d"] = run_d(plan, folder)
         if "e" in wanted:

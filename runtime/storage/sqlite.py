@@ -1,17 +1,19 @@
 """The embedded backend: one SQLite file, through the stdlib `sqlite3` module.
 
-One connection per storage, used from anyio worker threads one operation at a
-time (a capacity limiter of one keeps waiting callers off the thread pool, a
-lock guards the connection). The database runs in WAL mode with
+One connection per storage, used on the event loop's thread one operation at a
+time: a statement takes tens of microseconds, a hop to a worker thread about as
+long again, and a turn makes twenty of them. The database runs in WAL mode with
 synchronous=NORMAL: a commit is a write to the WAL without an fsync (an append
-transaction takes ~60 µs, ~0.15 ms with the hop to the worker thread), and a
-crash of the process loses nothing committed (a power cut may lose the last
-commits, never corrupt the file).
+transaction takes ~60 µs), and a crash of the process loses nothing committed (a
+power cut may lose the last commits, never corrupt the file).
 
 Several storages, in one process or several, may share a file: every write is
-a `BEGIN IMMEDIATE` transaction, which takes SQLite's write lock up front (other
-writers wait up to the busy timeout), so read-then-write sequences are atomic
-across processes.
+a `BEGIN IMMEDIATE` transaction, which takes SQLite's write lock up front, so
+read-then-write sequences are atomic across processes. An operation that finds
+the lock taken is tried again a moment later (up to the busy timeout) without
+blocking the loop: the holder keeps it for one short transaction. SQLite's own
+busy handler would sleep on the loop's thread, and a worker thread to sleep in
+costs more than the wait.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ from runtime.storage.migrations import SQLITE_MIGRATIONS, Migration
 T = TypeVar("T")
 
 BUSY_TIMEOUT_SECONDS = 10.0
-"""How long a write waits for another process's write lock before failing."""
+"""How long an operation waits for another process's write lock before failing."""
+_FIRST_PAUSE, _LONGEST_PAUSE = 0.0005, 0.01  # between tries on a locked database, seconds
 
 _DOCUMENT_KEY = "scope_id = ? AND store = ? AND key = ?"
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
@@ -94,8 +97,7 @@ class SqliteStorage:
         self.path = path
         self._connection: Connection | None = connection
         self._migrations = tuple(migrations)
-        self._lock = threading.Lock()
-        self._limiter = anyio.CapacityLimiter(1)
+        self._lock = threading.Lock()  # held by an operation, or by close on its thread
 
     @classmethod
     async def open(
@@ -121,59 +123,53 @@ class SqliteStorage:
     # --- plumbing ---------------------------------------------------------
 
     async def _read(self, operation: Callable[[Connection], T]) -> T:
-        done, result = self._inline(operation)
-        if done:
-            return result
-        return await anyio.to_thread.run_sync(self._locked, operation, limiter=self._limiter)
+        return await self._run(operation)
 
     async def _write(self, operation: Callable[[Connection], T]) -> T:
-        done, result = self._inline(operation)
-        if not done:
-            # Shielded, so a write that was asked for commits or rolls back on its own
-            # terms: a cancelled turn never leaves half an append or a lost approval.
-            with anyio.CancelScope(shield=True):
-                result = await anyio.to_thread.run_sync(
-                    self._locked, operation, limiter=self._limiter
-                )
+        # Shielded, so a write that was asked for commits or rolls back on its own terms
+        # even while it waits for the lock: a cancelled turn never loses an approval.
+        with anyio.CancelScope(shield=True):
+            result = await self._run(operation)
         # The caller was perhaps cancelled meanwhile: it gets that, not the result.
         await anyio.lowlevel.checkpoint_if_cancelled()
         return result
 
-    def _inline(self, operation: Callable[[Connection], T]) -> tuple[bool, T]:
-        """Run on the event loop's thread when nothing has to wait: a statement takes tens of
-        microseconds, the hop to a worker thread about as long again, and a turn makes
-        twenty of them. Never waits: when this process's connection is busy or another
-        process holds the database lock, (False, _) says to take the thread path, which
-        may wait up to the busy timeout without blocking the loop. Runs synchronously, so
-        it cannot be cancelled half-way."""
-        if not self._lock.acquire(blocking=False):
+    async def _run(self, operation: Callable[[Connection], T]) -> T:
+        """Run `operation` on the loop's thread; when another process holds the database
+        lock, try again after a pause (doubling, up to the busy timeout)."""
+        pause, deadline = _FIRST_PAUSE, time.monotonic() + BUSY_TIMEOUT_SECONDS
+        while True:
+            done, result = self._try(operation)
+            if done:
+                return result
+            if time.monotonic() > deadline:
+                raise StorageError(
+                    f"database {self.path}: still locked by another process after "
+                    f"{BUSY_TIMEOUT_SECONDS:g} s"
+                )
+            await anyio.sleep(pause)
+            pause = min(pause * 2, _LONGEST_PAUSE)
+
+    def _try(self, operation: Callable[[Connection], T]) -> tuple[bool, T]:
+        """(True, result), or (False, _) when the database or this connection is busy.
+        Synchronous, so it cannot be cancelled half-way; a busy database rolled the
+        operation's transaction back (writes take the lock first, with BEGIN IMMEDIATE)."""
+        if not self._lock.acquire(blocking=False):  # closing, on a worker thread
             return False, cast(T, None)
         try:
             connection = self._connection
             if connection is None:
                 raise StorageClosedError(f"the storage on {self.path} is closed")
-            connection.execute("PRAGMA busy_timeout = 0")
             try:
                 return True, operation(connection)
             except sqlite3.OperationalError as e:
                 if "locked" in str(e) or "busy" in str(e):
-                    return False, cast(T, None)  # rolled back by its transaction: retry there
+                    return False, cast(T, None)
                 raise StorageError(f"database {self.path}: {e}") from e
             except sqlite3.Error as e:
                 raise StorageError(f"database {self.path}: {e}") from e
-            finally:
-                connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
         finally:
             self._lock.release()
-
-    def _locked(self, operation: Callable[[Connection], T]) -> T:
-        with self._lock:
-            if self._connection is None:
-                raise StorageClosedError(f"the storage on {self.path} is closed")
-            try:
-                return operation(self._connection)
-            except sqlite3.Error as e:
-                raise StorageError(f"database {self.path}: {e}") from e
 
     # --- lifecycle --------------------------------------------------------
 
@@ -182,15 +178,15 @@ class SqliteStorage:
         return await self._write(lambda connection: _migrate(connection, migrations, self.path))
 
     async def close(self) -> None:
-        def close(connection: Connection) -> None:
-            connection.close()
-            self._connection = None
-
         with anyio.CancelScope(shield=True):
-            try:
-                await anyio.to_thread.run_sync(self._locked, close, limiter=self._limiter)
-            except StorageClosedError:
-                pass
+            # On a worker thread: the last connection to close checkpoints the WAL.
+            await anyio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
 
     # --- sessions ---------------------------------------------------------
 
@@ -726,7 +722,9 @@ def _connect(path: Path) -> Connection:
         mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         connection.execute("PRAGMA synchronous = NORMAL")
         connection.execute("PRAGMA foreign_keys = ON")
-        connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+        # Set up on a worker thread, where SQLite's busy handler may sleep (the connect
+        # timeout); from now on a locked database is reported at once and `_run` waits.
+        connection.execute("PRAGMA busy_timeout = 0")
     except sqlite3.Error as e:
         connection.close()
         raise StorageError(f"cannot set up the database {path}: {e}") from e

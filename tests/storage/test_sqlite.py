@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from runtime.storage import (
@@ -15,6 +17,7 @@ from runtime.storage import (
     open_storage,
     sqlite_path,
 )
+from runtime.storage import sqlite as sqlite_backend
 from runtime.storage.migrations import SQLITE_MIGRATIONS, Migration
 from runtime.storage.sqlite import SqliteStorage
 
@@ -52,7 +55,59 @@ async def test_the_database_runs_in_wal_mode_with_foreign_keys_enforced(tmp_path
         connection = storage._connection  # type: ignore[attr-defined]
         assert connection.execute("PRAGMA foreign_keys").fetchone()[0] == 1
         assert connection.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
-        assert connection.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+    finally:
+        await storage.close()
+
+
+async def _while_another_process_writes(path: Path, seconds: float, ticks: list[float]) -> None:
+    """Holds the database's write lock for `seconds` (as another process would), and counts
+    the event loop's turns meanwhile."""
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            ticks.append(time.monotonic())
+            await anyio.sleep(0.01)
+        other.execute("COMMIT")
+    finally:
+        other.close()
+
+
+async def test_a_write_waits_for_another_writer_without_blocking_the_loop(tmp_path):
+    path = tmp_path / "amodal.db"
+    storage = await open_storage(path)
+    ticks: list[float] = []
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_while_another_process_writes, path, 0.3, ticks)
+            await anyio.sleep(0.05)
+            started = time.monotonic()
+            await storage.create_session(session_record())
+            waited = time.monotonic() - started
+
+        assert waited >= 0.2  # it waited for the lock rather than failing
+        assert len([t for t in ticks if t > started]) >= 10  # and the loop went on meanwhile
+        assert await storage.get_session("s1") is not None
+    finally:
+        await storage.close()
+
+
+async def test_a_lock_held_past_the_busy_timeout_is_a_storage_error_and_nothing_is_lost(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT_SECONDS", 0.2)
+    path = tmp_path / "amodal.db"
+    storage = await open_storage(path)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_while_another_process_writes, path, 1.0, [])
+            await anyio.sleep(0.05)
+            with pytest.raises(StorageError, match=r"still locked by another process after 0\.2 s"):
+                await storage.create_session(session_record())
+        assert await storage.get_session("s1") is None
+        await storage.create_session(session_record())  # the lock is free: it works again
+        assert await storage.get_session("s1") is not None
     finally:
         await storage.close()
 
