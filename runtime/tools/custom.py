@@ -24,12 +24,11 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from runtime.bundle import Bundle, CustomTool, ModelTier, StoreDefinition, StoreMode
+from runtime.bundle import CustomTool, StoreDefinition, StoreMode
 from runtime.connections import Connections, Refused, needs_confirmation
-from runtime.delegation import DelegationBudget, delegate
+from runtime.delegation import Specialists, delegate
 from runtime.registry import ASK_CHOICE, STOP_EXECUTION
 from runtime.storage import Storage
-from runtime.surface import SurfaceContext
 from runtime.tools import Tool, ToolContext, ToolError
 from runtime.tools.store_tools import (
     delete_document,
@@ -39,34 +38,15 @@ from runtime.tools.store_tools import (
 )
 
 
-class TurnPowers(Protocol):
+class TurnPowers(Specialists, Protocol):
     """What a custom tool's `ctx` reaches through: the turn it runs in
-    (`runtime.runs.TurnScope`)."""
-
-    @property
-    def bundle(self) -> Bundle: ...
+    (`runtime.runs.TurnScope`), which also runs the specialists it calls."""
 
     @property
     def storage(self) -> Storage: ...
 
     @property
     def connections(self) -> Connections: ...
-
-    @property
-    def budget(self) -> DelegationBudget: ...
-
-    async def run_specialist(
-        self,
-        name: str,
-        parent: SurfaceContext,
-        parent_run_id: str,
-        parent_call_id: str,
-        depth: int,
-        task: Mapping[str, Any],
-        *,
-        attachments: Sequence[Mapping[str, Any]] = (),
-        tier: ModelTier | None = None,
-    ) -> dict[str, Any]: ...
 
 
 def custom_tool(
