@@ -10,9 +10,7 @@ same source changes nothing.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ from runtime.registry import CALL_SUBAGENT, LOAD_SKILL
 from runtime.repo import _markdown, load_repo
 from runtime.scaffold import init_repo
 from runtime.templates import Template
+from runtime.tools.files import write_atomically
 
 MAX_DESCRIPTION = 1024
 ALL = "*"  # a delegation or skill list meaning "every one imported"
@@ -393,7 +392,7 @@ def run_import(
             continue
         written.append(relative)
         if not dry_run:
-            _write_atomically(path, data)
+            write_atomically(path, data)
     errors: tuple[str, ...] = ()
     if not dry_run:
         result = load_repo(target, offline=True)
@@ -408,15 +407,3 @@ def run_import(
         dry_run=dry_run,
         validation_errors=errors,
     )
-
-
-def _write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-        os.replace(temporary, target)
-    except BaseException:
-        os.unlink(temporary)
-        raise

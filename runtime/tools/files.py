@@ -111,7 +111,7 @@ def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
         if target.is_dir():
             raise ToolError(f"{arguments['path']!r} is a directory")
         data = arguments["content"].encode("utf-8")
-        await anyio.to_thread.run_sync(_write_atomically, target, data)
+        await anyio.to_thread.run_sync(write_atomically, target, data)
         return {"path": area.shown(target), "bytes": len(data)}
 
     async def list_files(arguments: dict[str, Any], context: ToolContext) -> Any:
@@ -303,7 +303,7 @@ def _read(target: Path) -> bytes:
         return handle.read(MAX_READ_BYTES)
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
+def write_atomically(target: Path, data: bytes) -> None:
     """Write through a temporary file and rename, so a reader never sees half a file."""
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
