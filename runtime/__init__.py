@@ -8,9 +8,12 @@ it into an immutable Bundle and runs those agents. The library's front door is
     print(Runtime.run_sync("path/to/repo", "Hello").text)
 """
 
-from runtime.api import ChatResult, Runtime
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from runtime.bundle import AgentDefinition, Bundle
-from runtime.events import Event, Usage
 from runtime.exceptions import (
     AmodalError,
     AuthError,
@@ -39,9 +42,34 @@ from runtime.exceptions import (
     UnknownAgentError,
     UnsupportedDatabaseError,
 )
-from runtime.models import Model, ModelSettings
-from runtime.observe import RunObserver
 from runtime.repo import LoadResult, load_bundle, load_repo
+
+if TYPE_CHECKING:
+    from runtime.api import ChatResult, Runtime
+    from runtime.events import Event, Usage
+    from runtime.models import Model, ModelSettings
+    from runtime.observe import RunObserver
+
+# What runs agents loads on first use, so `import runtime` costs what loading a repo needs
+# (a CLI command or a validation never pays for the turn loop; bench/load.py measures it).
+_ON_FIRST_USE = {
+    "ChatResult": "runtime.api",
+    "Runtime": "runtime.api",
+    "Event": "runtime.events",
+    "Usage": "runtime.events",
+    "Model": "runtime.models",
+    "ModelSettings": "runtime.models",
+    "RunObserver": "runtime.observe",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups find it without this function
+    return value
 
 __version__ = "0.1.0"
 
