@@ -51,7 +51,10 @@ QUICK_EDITS = 5
 WARMUP_CHATS = 5
 EDIT_TIMEOUT_S = 30.0
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_FILES = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools")
+EXAMPLE_FILES = (
+    "amodal.json",
+    *("agents", "skills", "stores", "knowledge", "tools", "connections", "servers", "evals"),
+)
 AGENT_MD = "agents/default/AGENT.md"
 PROMPT_HEADING = "## Prompt\n"
 
