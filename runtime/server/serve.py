@@ -120,7 +120,7 @@ class WorkerPort(socket.socket):
             port = probe.getsockname()[1]
         reserved = cls(family)
         try:
-            reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            _share_port(reserved)
             reserved.bind((host, port))
         except OSError:
             reserved.close()
@@ -134,9 +134,16 @@ class WorkerPort(socket.socket):
 def _worker_socket(family: socket.AddressFamily, address: tuple[str, int]) -> socket.socket:
     """A worker's own socket on the shared port (uvicorn listens on it)."""
     sock = socket.socket(family)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    _share_port(sock)
     sock.bind(address)
     return sock
+
+
+def _share_port(sock: socket.socket) -> None:
+    # SO_REUSEADDR too, as uvicorn sets it: a restart must not wait out the connections
+    # the last server left in TIME_WAIT on the port.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
 
 
 async def _stop_when_orphaned(parent: int) -> None:

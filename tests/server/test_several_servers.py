@@ -295,3 +295,21 @@ def test_workers_on_a_taken_port_exit_1_naming_it(
         assert server.wait(timeout=60) == 1
     assert f"could not serve on 127.0.0.1:{port}" in server.output
     assert "in use" in server.output
+
+
+def test_workers_restart_on_the_port_a_server_just_left(
+    make_repo: Callable[..., Path], serve: Callable[..., ServeProcess]
+) -> None:
+    # The server closes each `Connection: close` request first, which leaves the port's
+    # connections in TIME_WAIT for a minute after it stops.
+    first = serve(make_repo(), {"MODEL_MAIN": "scripted"}, "--no-reload")
+    first.wait_ready()
+    port = first.port or 0
+    for _ in range(5):
+        httpx.get(f"{first.url}/health", headers={"Connection": "close"})
+    first.stop()
+
+    again = _workers_server(make_repo, serve, "--port", str(port))
+    again.wait_ready()
+    assert again.port == port
+    _worker_processes(again)
