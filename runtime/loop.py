@@ -419,7 +419,7 @@ async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
     if problem is not None:
         return _error(call, problem)
     arguments = _parsed(call.arguments)
-    context = spec.tool_context.for_call(call.id)
+    context = dataclasses.replace(spec.tool_context, call_id=call.id)
     try:
         with anyio.fail_after(tool.timeout):
             value = await tool.handler(arguments, context)

@@ -37,19 +37,6 @@ class ToolContext:
     depth: int = 0
     """The run's depth: 0 for the root, 1 for its specialists, ..."""
 
-    def for_call(self, call_id: str) -> ToolContext:
-        """This context for one call (built directly: a turn makes one per tool call)."""
-        return ToolContext(
-            self.bundle,
-            self.surface,
-            self.caller,
-            self.session_id,
-            self.run_id,
-            self.agent,
-            call_id,
-            self.depth,
-        )
-
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
 Confirm = bool | Callable[[dict[str, Any]], bool]
