@@ -71,6 +71,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value  # once: later lookups find it without this function
     return value
 
+
 __version__ = "0.1.0"
 
 __all__ = [

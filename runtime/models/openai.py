@@ -32,6 +32,7 @@ logger = logging.getLogger("amodal")
 _NO_KEY = "amodal-no-key"
 _MAX_BACKOFF = 30.0
 _MAX_REASON = 300
+_READ_TO_END_SECONDS = 0.1  # after `[DONE]`, see `_read_to_end`
 
 
 @dataclass(slots=True)
@@ -243,8 +244,9 @@ class OpenAIModel:
                     cast_to=httpx2.Response,
                     options={"headers": _RAW_STREAM_HEADERS},
                 )
+                lines = response.aiter_lines()
                 try:
-                    async for chunk in _sse_chunks(response):
+                    async for chunk in _sse_chunks(lines):
                         if chunk is None:  # [DONE]
                             assembler.done = True
                             break
@@ -252,6 +254,8 @@ class OpenAIModel:
                         if text:
                             yielded = True
                             yield text
+                    if assembler.done:
+                        await _read_to_end(lines)
                 finally:
                     await response.aclose()
                 reply = assembler.reply()
@@ -359,9 +363,9 @@ class _CutStream(Exception):
     """A 200 stream that ended (cleanly or not) before it said it was complete."""
 
 
-async def _sse_chunks(response: Any) -> AsyncIterator[dict[str, Any] | None]:
+async def _sse_chunks(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any] | None]:
     """The JSON objects of a Chat Completions event stream; None for `[DONE]`, the end."""
-    async for line in response.aiter_lines():
+    async for line in lines:
         if not line.startswith("data:"):
             continue  # comments, `event:` lines and the blank lines between events
         data = line[5:].strip()
@@ -378,6 +382,17 @@ async def _sse_chunks(response: Any) -> AsyncIterator[dict[str, Any] | None]:
             message = _body_message(chunk) or json.dumps(chunk["error"])[:200]
             raise _StreamError(f"error in the stream: {message}")
         yield chunk
+
+
+async def _read_to_end(lines: AsyncIterator[str]) -> None:
+    """Reads what follows `[DONE]`: normally only the end of the chunked body, already
+    received. A response read to its end leaves its connection in the client's pool for
+    the next call; one closed early takes the connection with it, and every model call
+    would open a new one (a TCP and a TLS handshake). Bounded: a server that holds the
+    stream open after `[DONE]` costs `_READ_TO_END_SECONDS`, then loses the connection."""
+    with anyio.move_on_after(_READ_TO_END_SECONDS):
+        async for _ in lines:
+            pass
 
 
 def _text(piece: object) -> str:

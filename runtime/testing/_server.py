@@ -47,6 +47,8 @@ class RecordedRequest:
     """Header names lower-cased."""
     body: Mapping[str, Any]
     """The parsed JSON body."""
+    connection: str = ""
+    """The client's `host:port`: requests on one kept-alive connection share it."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -385,7 +387,8 @@ class _Handler(BaseHTTPRequestHandler):
             model._record_unexpected(RecordedRequest(self.path, headers, {}), f"bad body: {e}")
             self._send_error(400, f"invalid JSON body: {e}")
             return
-        request = RecordedRequest(self.path, headers, body)
+        host, port = self.client_address[:2]
+        request = RecordedRequest(self.path, headers, body, f"{host}:{port}")
         with model._tracking():
             step = model._next_step(request)
             if model.latency:

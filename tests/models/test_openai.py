@@ -75,6 +75,52 @@ async def test_stream_yields_text_deltas_then_one_reply(model: ScriptedModel) ->
     assert final.finish_reason == "stop"
 
 
+async def test_model_calls_reuse_one_connection(model: ScriptedModel) -> None:
+    # The stream is read to its end after [DONE], so its connection goes back to the pool:
+    # closed early, every call would pay a new TCP (and, to a provider, TLS) handshake.
+    for _ in range(3):
+        model.reply("Sunny.")
+    async with client_for(model) as client:
+        for _ in range(3):
+            await collect(client)
+    assert len({request.connection for request in model.requests}) == 1
+
+
+async def test_a_stream_held_open_after_done_still_ends_the_call_at_once() -> None:
+    events = [
+        {"choices": [{"index": 0, "delta": {"content": "Fine."}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    body = b"".join(b"data: %s\n\n" % json.dumps(event).encode() for event in events)
+    body += b"data: [DONE]\n\n"
+    released = threading.Event()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def serve() -> None:  # chunked, and never the last chunk: the stream stays open
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            head += b"transfer-encoding: chunked\r\n\r\n"
+            connection.sendall(head + b"%x\r\n%s\r\n" % (len(body), body))
+            released.wait(timeout=30)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    try:
+        async with OpenAIModel.for_endpoint(ModelEndpoint("m", url, "k")) as client:
+            with anyio.fail_after(5):  # bounds a hang; the wait after [DONE] is 0.1 s
+                _, final = await collect(client)
+    finally:
+        released.set()
+        thread.join(timeout=5)
+        listener.close()
+    assert final.text == "Fine." and final.finish_reason == "stop"
+
+
 async def test_tool_call_is_assembled_from_split_deltas(model: ScriptedModel) -> None:
     arguments = {"city": "Paris", "days": 3, "units": "metric", "detail": "hourly forecast"}
     model.tool_call("get_weather", arguments, id="call_abc")
