@@ -403,13 +403,21 @@ def unpinned(cpus: Cpus, model_pid: int) -> Iterator[None]:
         yield
         return
     everywhere = os.sched_getaffinity(0) | set(range(os.cpu_count() or 1))
-    for pid in (0, model_pid):
-        os.sched_setaffinity(pid, everywhere)
+    _pin(model_pid, everywhere)
+    _pin(os.getpid(), everywhere)
     try:
         yield
     finally:
-        for pid in (0, model_pid):
-            os.sched_setaffinity(pid, {cpus.server})
+        _pin(model_pid, {cpus.server})
+        _pin(os.getpid(), {cpus.server})
+
+
+def _pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` to `cpus` (sched_setaffinity moves one thread, and a thread
+    starts with its creator's CPUs: the model server's handler threads would stay put)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # a thread that just ended
+            os.sched_setaffinity(int(task.name), cpus)
 
 
 def run_c(plan: Plan, url: str, model_pid: int, folder: Path, profile: bool) -> dict[str, Any]:
