@@ -48,6 +48,8 @@ def run_server(repo: Path, host: str, port: int, *, reload: bool, workers: int =
             os.environ.update(environ)
             os.environ[REPO_ENV] = str(repo.resolve())
             os.environ[RELOAD_ENV] = "1" if reload else "0"
+            if workers > 1:  # a worker stops when this process is gone
+                os.environ[PARENT_ENV] = str(os.getpid())
             config = uvicorn.Config(
                 "runtime.server.serve:served_app",
                 factory=True,
@@ -95,7 +97,6 @@ def _bind(config: uvicorn.Config) -> socket.socket:
     kernel, and the line run_server prints says which (tests and benchmarks read it)."""
     if config.workers == 1:
         return config.bind_socket()
-    os.environ[PARENT_ENV] = str(os.getpid())
     return WorkerPort.reserve(config.host, config.port)
 
 
