@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 
 from bench import _scenario as s
-from runtime.testing.serve import ServeProcess
+from runtime.testing.server_process import ServeProcess
 
 HOST = "127.0.0.1"
 # Bounds a hang, never a speed: a turn that ends late did its work. Every turn of a burst

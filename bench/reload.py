@@ -43,7 +43,7 @@ from pathlib import Path
 import httpx
 
 from runtime.testing import RecordedRequest, ScriptedModel
-from runtime.testing.serve import ServeProcess
+from runtime.testing.server_process import ServeProcess
 
 TARGET_MS = 300.0
 DEFAULT_EDITS = 20

@@ -40,13 +40,13 @@ from typing import Any
 import anyio
 import httpx
 
-from runtime.bundle import Bundle, McpServerDefinition
-from runtime.connections import Connections
-from runtime.mcp import McpServers
+from runtime.outside.mcp import McpServers
+from runtime.outside.rest import Connections
 from runtime.repo import load_bundle
-from runtime.surface import SurfaceContext, resolve
+from runtime.repo.bundle import Bundle, McpServerDefinition
+from runtime.surface.resolution import SurfaceContext, resolve
 from runtime.tools import Tool, ToolContext
-from runtime.tools.outside import mcp_tools, request_tool
+from runtime.tools.remote import mcp_tools, request_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 1.2

@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from runtime.bundle import AgentDefinition, Bundle
 from runtime.exceptions import (
     AmodalError,
     AuthError,
@@ -43,12 +42,13 @@ from runtime.exceptions import (
     UnsupportedDatabaseError,
 )
 from runtime.repo import LoadResult, load_bundle, load_repo
+from runtime.repo.bundle import AgentDefinition, Bundle
 
 if TYPE_CHECKING:
     from runtime.api import ChatResult, Runtime
     from runtime.events import Event, Usage
     from runtime.models import Model, ModelSettings
-    from runtime.observe import RunObserver
+    from runtime.observe.hooks import RunObserver
 
 # What runs agents loads on first use, so `import runtime` costs what loading a repo needs
 # (a CLI command or a validation never pays for the turn loop; bench/load.py measures it).
@@ -59,7 +59,7 @@ _ON_FIRST_USE = {
     "Usage": "runtime.events",
     "Model": "runtime.models",
     "ModelSettings": "runtime.models",
-    "RunObserver": "runtime.observe",
+    "RunObserver": "runtime.observe.hooks",
 }
 
 

@@ -23,21 +23,21 @@ from typing import Any
 import anyio
 
 from runtime import events
-from runtime.bundle import AgentDefinition, Bundle
-from runtime.caller import Caller, ChatRequest
-from runtime.chats import ChatService
-from runtime.connections import Connections
+from runtime._text import json_problem
+from runtime.engine.chats import ChatService
+from runtime.engine.model_pool import ModelRouter
+from runtime.engine.streams import TurnStreams
 from runtime.events import DoneReason, Event, Usage
 from runtime.exceptions import InvalidRequestError
-from runtime.inspection import inspect_agent
-from runtime.mcp import McpServers
 from runtime.models import Model
-from runtime.models.router import ModelRouter
-from runtime.observe import Observers, RunObserver
-from runtime.reload import LiveBundle, watch
+from runtime.observe.hooks import Observers, RunObserver
+from runtime.outside.mcp import McpServers
+from runtime.outside.rest import Connections
+from runtime.repo.bundle import AgentDefinition, Bundle
+from runtime.repo.reload import LiveBundle, watch
 from runtime.storage import Storage, default_database_path, open_storage
-from runtime.streams import TurnStreams
-from runtime.text import json_problem
+from runtime.surface.caller import Caller, ChatRequest
+from runtime.surface.inspection import inspect_agent
 
 ModelChoice = str | Model | tuple[Any, str] | None
 """A model name, an `(openai.AsyncOpenAI, model name)` pair, or any `Model`."""

@@ -10,7 +10,7 @@ which an async generator's consumer does not share). Messages, tool arguments an
 results are recorded only with `AMODAL_TRACE_CONTENT=1`: they may hold personal data.
 
 `amodal serve` and `amodal chat` add this observer when the standard `OTEL_*`
-variables name an exporter (`runtime.observe.tracing_from_environment`); otherwise
+variables name an exporter (`runtime.observe.hooks.tracing_from_environment`); otherwise
 no span is made.
 """
 
@@ -25,7 +25,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
 from runtime import __version__
-from runtime.observe import (
+from runtime.observe.hooks import (
     ModelCallEnded,
     ModelCallStarted,
     RunEnded,
@@ -217,7 +217,7 @@ def _json(value: Any) -> str:
 
 def exporting_observer(environ: Mapping[str, str]) -> OpenTelemetryObserver:
     """An observer with a tracer provider of its own, exporting as the `OTEL_*` variables say
-    (`runtime.observe.tracing_from_environment` decides whether to make one)."""
+    (`runtime.observe.hooks.tracing_from_environment` decides whether to make one)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.trace.export import (

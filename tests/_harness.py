@@ -17,10 +17,10 @@ import pytest
 
 from runtime import events
 from runtime.api import Runtime
-from runtime.bundle import Bundle
-from runtime.caller import Caller, ChatRequest
-from runtime.chats import ChatService
+from runtime.engine.chats import ChatService
 from runtime.events import Event
+from runtime.repo.bundle import Bundle
+from runtime.surface.caller import Caller, ChatRequest
 
 
 class Harness:

@@ -292,6 +292,6 @@ def test_run_sync_runs_one_turn_for_a_script(team: Path, scripted_model: Scripte
 
 
 def _operator() -> Any:
-    from runtime.caller import Caller
+    from runtime.surface.caller import Caller
 
     return Caller(operator=True)

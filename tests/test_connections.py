@@ -12,9 +12,9 @@ import pytest
 
 from runtime import events
 from runtime.api import Runtime
-from runtime.caller import Caller
-from runtime.connections import Connections, Refused, path_problem
+from runtime.outside.rest import Connections, Refused, path_problem
 from runtime.repo import load_bundle
+from runtime.surface.caller import Caller
 from runtime.testing import RecordedRequest, ScriptedModel, reply, tool_call
 from tests._harness import done, of_type
 from tests._http_api import LoopbackApi

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from runtime import Bundle, load_bundle
-from runtime.bundle import DEFAULT_AGENT, Predicate
-from runtime.registry import store_tool_name
-from runtime.surface import SurfaceContext
+from runtime.repo.bundle import DEFAULT_AGENT, Predicate
+from runtime.repo.registry import store_tool_name
+from runtime.surface.resolution import SurfaceContext
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runtime.caller import Caller
+from runtime.surface.caller import Caller
 from runtime.testing import ScriptedModel
 from tests._harness import Harness, done
 

@@ -20,8 +20,8 @@ import pytest
 
 from runtime import events
 from runtime.api import Runtime
-from runtime.caller import Caller
 from runtime.server import Authenticator, create_app
+from runtime.surface.caller import Caller
 from runtime.testing import RecordedRequest, ScriptedModel, reply, tool_call, tool_calls
 from tests._harness import Harness, done, of_type
 

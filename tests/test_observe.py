@@ -12,7 +12,7 @@ import pytest
 
 from runtime import RunObserver, Runtime
 from runtime.exceptions import ConfigurationError
-from runtime.observe import (
+from runtime.observe.hooks import (
     ModelCallEnded,
     ModelCallStarted,
     RunEnded,

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from runtime import Bundle, load_bundle, load_repo
-from runtime import surface as surface_module
-from runtime.formats import TONES
-from runtime.inspection import inspect_agent
-from runtime.prompt import PLATFORM_RULES, SessionPrompt, context_prompt, system_prompt
-from runtime.surface import Surface, SurfaceContext, resolve
-from runtime.templates import clean_context
+from runtime.repo.formats import TONES
+from runtime.repo.templates import clean_context
+from runtime.surface import resolution as surface_module
+from runtime.surface.inspection import inspect_agent
+from runtime.surface.prompt import PLATFORM_RULES, SessionPrompt, context_prompt, system_prompt
+from runtime.surface.resolution import Surface, SurfaceContext, resolve
 
 LAYERS = ("# Platform", "# Persona", "# Instructions", "# Resources")
 OBJECT = {"type": "object", "properties": {}}

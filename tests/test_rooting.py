@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from runtime.caller import Caller
 from runtime.exceptions import UnknownAgentError
+from runtime.surface.caller import Caller
 from runtime.testing import ScriptedModel
 from tests._harness import Harness, done
 

@@ -12,10 +12,10 @@ import jsonschema
 import pytest
 import yaml
 
-from runtime.schema import SCHEMA_NAMES, SCHEMAS_DIR, json_schema, schema_text
+from runtime.repo.schema import SCHEMA_NAMES, SCHEMAS_DIR, json_schema, schema_text
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-REGENERATE = "regenerate them with `amodal schema --out runtime/schemas` and commit the result"
+REGENERATE = "regenerate them with `amodal schema --out runtime/repo/schemas` and commit the result"
 
 
 def shipped(name: str) -> dict[str, Any]:
@@ -38,14 +38,14 @@ def test_shipped_schema_equals_what_the_models_generate(name: str) -> None:
     path = SCHEMAS_DIR / f"{name}.schema.json"
     assert path.is_file(), f"{path} is missing: {REGENERATE}"
     assert path.read_text(encoding="utf-8") == schema_text(name), (
-        f"{path} is stale (the models in runtime/formats.py changed): {REGENERATE}"
+        f"{path} is stale (the models in runtime/repo/formats.py changed): {REGENERATE}"
     )
 
 
 def test_no_stale_schema_file_is_shipped() -> None:
     names = sorted(path.name for path in SCHEMAS_DIR.glob("*.schema.json"))
     assert names == sorted(f"{name}.schema.json" for name in SCHEMA_NAMES), (
-        f"runtime/schemas holds files no format generates: delete them, then {REGENERATE}"
+        f"runtime/repo/schemas holds files no format generates: delete them, then {REGENERATE}"
     )
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from runtime import Bundle, load_bundle, load_repo
-from runtime import surface as surface_module
-from runtime.registry import store_tool_name
-from runtime.surface import Exclusion, Surface, SurfaceContext, resolve
+from runtime.repo.registry import store_tool_name
+from runtime.surface import resolution as surface_module
+from runtime.surface.resolution import Exclusion, Surface, SurfaceContext, resolve
 
 PROTOCOL = {"stop_execution", "ask_choice"}
 NOTE_SCHEMA = {"id": {"type": "string"}, "text": {"type": "string"}}

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from runtime import load_bundle, load_repo
-from runtime.prompt import context_prompt, system_prompt
-from runtime.surface import SurfaceContext, resolve
-from runtime.templates import (
+from runtime.repo.templates import (
     SCOPE_LARGE_CHARS,
     Template,
     TemplateRenderError,
     check_template,
     clean_context,
 )
+from runtime.surface.prompt import context_prompt, system_prompt
+from runtime.surface.resolution import SurfaceContext, resolve
 
 
 def render(source: str, scope: dict[str, str] | None = None) -> str:

@@ -12,6 +12,6 @@ Importing this package loads the format only: the runner and the terminal (which
 needs `rich`) load when a run starts.
 """
 
-from runtime.evals.suite import EXPECTATIONS, Case, Expect, Suite, SuiteFile
+from runtime.repo.eval_suites import EXPECTATIONS, Case, Expect, Suite, SuiteFile
 
 __all__ = ["EXPECTATIONS", "Case", "Expect", "Suite", "SuiteFile"]

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.evals.suite import Expect
 from runtime.events import Usage
+from runtime.repo.eval_suites import Expect
 
 REPLY_SHOWN = 300
 """How much of a reply a failure message quotes."""

@@ -25,9 +25,6 @@ import anyio
 
 from runtime import events
 from runtime.api import ModelChoice, Runtime
-from runtime.bundle import MAIN_AGENT, Bundle
-from runtime.caller import Caller
-from runtime.documents import partition
 from runtime.evals.expectations import Failure, Observation, ToolUse, check
 from runtime.evals.judge import Grade, grade
 from runtime.evals.record import (
@@ -40,11 +37,14 @@ from runtime.evals.record import (
     ToolUseRecord,
     new_run_id,
 )
-from runtime.evals.suite import Case, Suite
 from runtime.events import Usage
 from runtime.exceptions import AmodalError, RequestError
 from runtime.repo._report import did_you_mean, known
+from runtime.repo.bundle import MAIN_AGENT, Bundle
+from runtime.repo.eval_suites import Case, Suite
 from runtime.storage import MAX_QUERY_LIMIT, DocumentQuery, JSONObject
+from runtime.stores import partition
+from runtime.surface.caller import Caller
 
 DEFAULT_CONCURRENCY = 4
 

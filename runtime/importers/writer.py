@@ -18,14 +18,14 @@ from typing import Any
 
 import yaml
 
-from runtime.bundle import MAIN_AGENT
 from runtime.exceptions import TemplateRenderError
 from runtime.importers._source import normalise_name
 from runtime.importers.report import ImportReport, Outcome
-from runtime.registry import CALL_SUBAGENT, LOAD_SKILL
 from runtime.repo import _markdown, load_repo
-from runtime.scaffold import init_repo
-from runtime.templates import Template
+from runtime.repo.bundle import MAIN_AGENT
+from runtime.repo.registry import CALL_SUBAGENT, LOAD_SKILL
+from runtime.repo.scaffold import init_repo
+from runtime.repo.templates import Template
 from runtime.tools.files import write_atomically
 
 MAX_DESCRIPTION = 1024

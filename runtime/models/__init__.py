@@ -10,7 +10,7 @@ protocol only. Implementations:
 - `runtime.testing.FunctionModel`: a Python function, in process, for unit tests;
 - the offline model (`runtime.models.local`) is an OpenAIModel on a local server.
 
-`runtime.models.router.ModelRouter` picks the model of each call from the repo's
+`runtime.engine.model_pool.ModelRouter` picks the model of each call from the repo's
 tiers (SPEC 8). Importing this module loads no SDK: the protocol is cheap.
 """
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from runtime.bundle import ModelTier
 from runtime.exceptions import ModelConfigError
-from runtime.formats import ModelBinding, RepoConfig
+from runtime.repo.bundle import ModelTier
+from runtime.repo.formats import ModelBinding, RepoConfig
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 """Where a key without a base URL goes: OpenAI's own API."""

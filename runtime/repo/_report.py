@@ -13,8 +13,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from runtime.exceptions import DefinitionError, DefinitionWarning
-from runtime.formats import FOREIGN_REPO_KEYS, FrontmatterConfig, RepoConfig
 from runtime.repo._positions import Path, json_lines, literal_lines, nearest_line, yaml_lines
+from runtime.repo.formats import FOREIGN_REPO_KEYS, FrontmatterConfig, RepoConfig
 
 M = TypeVar("M", bound=BaseModel)
 # Keys accepted only for compatibility (amodal.json) or only in agent.py: never suggested.

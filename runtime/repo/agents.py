@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime.bundle import (
+from runtime.models import ModelSettings
+from runtime.repo import _markdown
+from runtime.repo._python import callable_line, predicate_problem, run_module
+from runtime.repo._reader import Reader
+from runtime.repo._report import Report, Source, format_field
+from runtime.repo.bundle import (
     MAIN_AGENT,
     AgentDefinition,
     Declared,
@@ -17,14 +22,9 @@ from runtime.bundle import (
     Origin,
     StoreGrant,
 )
-from runtime.formats import CONFIG_FIELDS, AgentConfig, Entry, FrontmatterConfig, StoreAccess
-from runtime.models import ModelSettings
-from runtime.registry import FILE_TOOLS
-from runtime.repo import _markdown
-from runtime.repo._python import callable_line, predicate_problem, run_module
-from runtime.repo._reader import Reader
-from runtime.repo._report import Report, Source, format_field
-from runtime.templates import Template, check_template
+from runtime.repo.formats import CONFIG_FIELDS, AgentConfig, Entry, FrontmatterConfig, StoreAccess
+from runtime.repo.registry import FILE_TOOLS
+from runtime.repo.templates import Template, check_template
 
 logger = logging.getLogger("amodal")
 

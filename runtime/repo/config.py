@@ -6,9 +6,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.formats import FOREIGN_REPO_KEYS, RepoConfig
 from runtime.repo._reader import Reader
 from runtime.repo._report import Report, Source, format_field
+from runtime.repo.formats import FOREIGN_REPO_KEYS, RepoConfig
 
 CONFIG_FILE = "amodal.json"
 _ENV_REFERENCE = re.compile(r"^env:(.*)$", re.DOTALL)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from types import MappingProxyType
 
-from runtime.bundle import CustomTool
-from runtime.formats import ToolFile
 from runtime.repo._python import callable_line, handler_problem, run_module
 from runtime.repo._reader import Reader
 from runtime.repo._report import Source, format_field
+from runtime.repo.bundle import CustomTool
+from runtime.repo.formats import ToolFile
 
 TOOLS_DIR = "tools"
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -14,10 +14,10 @@ from types import MappingProxyType
 
 from pydantic_core import ErrorDetails
 
-from runtime.bundle import DEFAULT_AGENT, MAIN_AGENT, StoreDefinition
-from runtime.evals.suite import Case, CaseFile, Expect, Suite, SuiteFile
 from runtime.repo._reader import Reader
 from runtime.repo._report import Report, Source, did_you_mean, format_field, known
+from runtime.repo.bundle import DEFAULT_AGENT, MAIN_AGENT, StoreDefinition
+from runtime.repo.eval_suites import Case, CaseFile, Expect, Suite, SuiteFile
 
 EVALS_DIR = "evals"
 SUITE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")

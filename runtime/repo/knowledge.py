@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from runtime.bundle import KnowledgeDocument
 from runtime.repo import _markdown
 from runtime.repo._reader import Reader
+from runtime.repo.bundle import KnowledgeDocument
 
 KNOWLEDGE_DIR = "knowledge"
 

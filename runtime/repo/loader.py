@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from runtime.bundle import (
+from runtime.exceptions import DefinitionError, DefinitionWarning, InvalidRepoError
+from runtime.repo._reader import Reader
+from runtime.repo._report import Report, did_you_mean, known, normalized
+from runtime.repo.agents import load_agents
+from runtime.repo.bundle import (
     DEFAULT_AGENT,
     MAIN_AGENT,
     AgentDefinition,
@@ -18,9 +22,13 @@ from runtime.bundle import (
     StoreDefinition,
     server_of,
 )
-from runtime.evals.suite import Suite
-from runtime.exceptions import DefinitionError, DefinitionWarning, InvalidRepoError
-from runtime.registry import (
+from runtime.repo.config import load_config
+from runtime.repo.custom_tools import TOOLS_DIR, load_custom_tools
+from runtime.repo.eval_suites import Suite
+from runtime.repo.evals import EvalNames, load_suites
+from runtime.repo.integrations import load_connections
+from runtime.repo.knowledge import load_knowledge
+from runtime.repo.registry import (
     REQUEST,
     ToolInfo,
     builtin_tools,
@@ -29,16 +37,8 @@ from runtime.registry import (
     store_ops,
     store_tools,
 )
-from runtime.repo._reader import Reader
-from runtime.repo._report import Report, did_you_mean, known, normalized
-from runtime.repo.agents import load_agents
-from runtime.repo.config import load_config
-from runtime.repo.connections import load_connections
-from runtime.repo.custom_tools import TOOLS_DIR, load_custom_tools
-from runtime.repo.evals import EvalNames, load_suites
-from runtime.repo.knowledge import load_knowledge
 from runtime.repo.skills import LoadedSkill, load_skills
-from runtime.repo.stores import STORES_DIR, load_stores
+from runtime.repo.store_files import STORES_DIR, load_stores
 
 
 @dataclass(frozen=True, slots=True)

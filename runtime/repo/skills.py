@@ -7,11 +7,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from runtime.bundle import SkillDefinition
-from runtime.formats import SkillFrontmatter
 from runtime.repo import _markdown
 from runtime.repo._reader import Reader
 from runtime.repo._report import Source
+from runtime.repo.bundle import SkillDefinition
+from runtime.repo.formats import SkillFrontmatter
 
 SKILLS_DIR = "skills"
 MAX_SUPPORTING_FILE_BYTES = 1_000_000

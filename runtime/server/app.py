@@ -18,15 +18,14 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.api import ChatResult, Runtime
-from runtime.bundle import Bundle
-from runtime.caller import ChatRequest
-from runtime.console import add_console
+from runtime.engine.replay import position
+from runtime.engine.streams import LiveTurn
 from runtime.events import Event
 from runtime.exceptions import AmodalError, RequestError, UnknownAgentError
-from runtime.inspection import inspect_agent
-from runtime.metrics import Metrics
-from runtime.replay import position
+from runtime.observe.metrics import Metrics
+from runtime.repo.bundle import Bundle
 from runtime.server.auth import Authenticator
+from runtime.server.console import add_console
 from runtime.server.errors import (
     ApiError,
     TextJSONResponse,
@@ -37,7 +36,8 @@ from runtime.server.guard import RequestGuard
 from runtime.server.openapi import EVENTS, TURN, answers, install_openapi
 from runtime.server.store_routes import add_store_routes
 from runtime.storage import MAX_QUERY_LIMIT, RunRecord, SessionRecord
-from runtime.streams import LiveTurn
+from runtime.surface.caller import ChatRequest
+from runtime.surface.inspection import inspect_agent
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # An event id (`SEQ` or `SEQ:K`), bounded so it fits the database's integers.

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 
 import jwt
 
-from runtime.caller import Caller
 from runtime.exceptions import AuthError, ConfigurationError
-from runtime.formats import Auth
+from runtime.repo.formats import Auth
+from runtime.surface.caller import Caller
 
 OPERATOR_TOKEN_ENV = "AMODAL_OPERATOR_TOKEN"
 

@@ -4,7 +4,7 @@
 forget a rule:
 
 - a body larger than `limits.maxRequestBytes` is a 413, declared or chunked;
-- every string of a request is text (`runtime.text`): the path and the query,
+- every string of a request is text (`runtime._text`): the path and the query,
   percent-decoded, are valid UTF-8 without U+0000, and so is every key and every
   string of a JSON body (`"\\ud800"` is valid JSON but no text). Anything else is
   a 422 `invalid_request` naming where, before any route runs;
@@ -22,8 +22,8 @@ from urllib.parse import unquote_to_bytes
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from runtime._text import json_problem, text_problem
 from runtime.server.errors import error_response
-from runtime.text import json_problem, text_problem
 
 
 class RequestGuard:

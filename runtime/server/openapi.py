@@ -26,16 +26,16 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict
 
-from runtime.bundle import Bundle, StoreDefinition
-from runtime.documents import (
+from runtime.events import EVENT_TYPES
+from runtime.repo.bundle import Bundle, StoreDefinition
+from runtime.storage import MAX_QUERY_LIMIT
+from runtime.stores import (
     MAX_KEY_CHARS,
     MAX_QUERY_OFFSET,
     SCALAR_TYPES,
     document_schema,
     field_schema,
 )
-from runtime.events import EVENT_TYPES
-from runtime.storage import MAX_QUERY_LIMIT
 
 NO_NUL = "^[^\\u0000]*$"
 """Every string of the API: anything but the character U+0000 (SPEC 12)."""

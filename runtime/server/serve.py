@@ -26,13 +26,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.supervisors import Multiprocess
 
 from runtime.api import Runtime
-from runtime.documents import purge_interval, purge_periodically
 from runtime.exceptions import AmodalError, NoModelError
 from runtime.models.endpoints import resolve_endpoint
-from runtime.observe import tracing_from_environment
+from runtime.observe.hooks import tracing_from_environment
 from runtime.repo import load_bundle
 from runtime.server.app import create_app
 from runtime.server.auth import Authenticator, check_binding
+from runtime.stores import purge_interval, purge_periodically
 
 REPO_ENV = "AMODAL_SERVE_REPO"
 RELOAD_ENV = "AMODAL_SERVE_RELOAD"

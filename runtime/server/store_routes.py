@@ -1,6 +1,6 @@
 """`/stores`: the operators' HTTP view of store documents (SPEC 14; docs/stores.md).
 
-The same rules as the store tools (`runtime.documents`): a PUT is validated
+The same rules as the store tools (`runtime.stores`): a PUT is validated
 against the entity schema and its key fields must give the `{key}` of the
 path. Operators only. Documents live in scope `?scope=` (default "default");
 a shared store has one partition and ignores `?scope=`.
@@ -25,21 +25,21 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import Response
 
-from runtime.bundle import Bundle, StoreDefinition
-from runtime.documents import (
+from runtime.exceptions import DocumentError
+from runtime.repo.bundle import Bundle, StoreDefinition
+from runtime.repo.reload import LiveBundle
+from runtime.server.auth import Authenticator
+from runtime.server.errors import ApiError
+from runtime.server.openapi import answers
+from runtime.storage import Storage, StoreDocument
+from runtime.stores import (
     check_key,
     check_query,
     document_key,
     partition,
     validate_document,
 )
-from runtime.exceptions import DocumentError
-from runtime.reload import LiveBundle
-from runtime.server.auth import Authenticator
-from runtime.server.errors import ApiError
-from runtime.server.openapi import answers
-from runtime.storage import Storage, StoreDocument
-from runtime.surface import DEFAULT_SCOPE
+from runtime.surface.resolution import DEFAULT_SCOPE
 
 MAX_SCOPE_CHARS = 200
 

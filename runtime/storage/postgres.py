@@ -32,7 +32,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolClosed
 
-from runtime.logs import logger
+from runtime._logs import logger
 from runtime.storage import (
     RUN_STATUSES,
     DocumentPage,

@@ -33,7 +33,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from runtime.logs import logger
+from runtime._logs import logger
 from runtime.storage import (
     RUN_STATUSES,
     DocumentPage,

@@ -14,9 +14,9 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from runtime.bundle import Bundle
 from runtime.exceptions import ToolError
-from runtime.surface import Surface, SurfaceContext
+from runtime.repo.bundle import Bundle
+from runtime.surface.resolution import Surface, SurfaceContext
 
 DEFAULT_RESULT_LIMIT = 20_000
 BUDGET_NOTICE_FROM = 0.65

@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from runtime.bundle import Bundle
-from runtime.registry import ASK_CHOICE, FILE_TOOLS, LOAD_KNOWLEDGE, LOAD_SKILL, STOP_EXECUTION
+from runtime.repo.bundle import Bundle
+from runtime.repo.registry import ASK_CHOICE, FILE_TOOLS, LOAD_KNOWLEDGE, LOAD_SKILL, STOP_EXECUTION
 from runtime.storage import Storage
-from runtime.surface import Surface
+from runtime.surface.resolution import Surface
 from runtime.tools import Tool, ToolContext, ToolError
 from runtime.tools.files import Propose, file_tools
 from runtime.tools.store_tools import store_tools
@@ -110,7 +110,7 @@ def build_tools(
     storage: Storage | None = None,
 ) -> dict[str, Tool]:
     """The tools of a run: exactly those of `surface` that this module builds (custom tools,
-    `call_subagent`, `request` and MCP tools come from the turn, `runtime.runs`). `propose`
+    `call_subagent`, `request` and MCP tools come from the turn, `runtime.engine.runs`). `propose`
     keeps proposals durably; file tools are built only with it. Store tools keep their
     documents in `storage` and are built only with it."""
     tools = {name: tool for name, tool in protocol_tools(bundle).items() if name in surface.tools}

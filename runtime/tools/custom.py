@@ -24,12 +24,12 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from runtime.bundle import CustomTool, StoreDefinition, StoreMode
-from runtime.connections import Connections, Refused, needs_confirmation
-from runtime.delegation import Specialists, delegate
-from runtime.registry import ASK_CHOICE, STOP_EXECUTION
+from runtime.outside.rest import Connections, Refused, needs_confirmation
+from runtime.repo.bundle import CustomTool, StoreDefinition, StoreMode
+from runtime.repo.registry import ASK_CHOICE, STOP_EXECUTION
 from runtime.storage import Storage
 from runtime.tools import Tool, ToolContext, ToolError
+from runtime.tools.delegation import Specialists, delegate
 from runtime.tools.store_tools import (
     delete_document,
     get_document,
@@ -40,7 +40,7 @@ from runtime.tools.store_tools import (
 
 class TurnPowers(Specialists, Protocol):
     """What a custom tool's `ctx` reaches through: the turn it runs in
-    (`runtime.runs.TurnScope`), which also runs the specialists it calls."""
+    (`runtime.engine.runs.TurnScope`), which also runs the specialists it calls."""
 
     @property
     def storage(self) -> Storage: ...

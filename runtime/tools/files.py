@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from runtime.bundle import Bundle
+from runtime.repo.bundle import Bundle
 from runtime.tools import Tool, ToolContext, ToolError
 from runtime.tools._search import (
     MAX_GREP_BYTES,

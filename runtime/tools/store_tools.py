@@ -20,8 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runtime.bundle import Bundle, StoreDefinition
-from runtime.documents import (
+from runtime.repo.bundle import Bundle, StoreDefinition
+from runtime.repo.registry import WRITE_OPS, StoreOp, store_ops, store_tool_name
+from runtime.storage import Storage
+from runtime.stores import (
     SCALAR_TYPES,
     DocumentError,
     check_key,
@@ -33,9 +35,7 @@ from runtime.documents import (
     partition,
     validate_document,
 )
-from runtime.registry import WRITE_OPS, StoreOp, store_ops, store_tool_name
-from runtime.storage import Storage
-from runtime.surface import Surface
+from runtime.surface.resolution import Surface
 from runtime.tools import Tool, ToolContext, ToolError
 
 

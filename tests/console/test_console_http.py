@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime.console import CONTENT_SECURITY_POLICY
+from runtime.server.console import CONTENT_SECURITY_POLICY
 from tests.console.conftest import ALICE_KEY, OPERATOR_TOKEN, Desk
 from tests.server.conftest import ServeProcess
 
@@ -115,9 +115,9 @@ def test_on_loopback_without_auth_the_visitor_is_the_operator(
 
 
 def test_the_console_ships_inside_the_package() -> None:
-    import runtime.console
+    import runtime.server.console
 
-    package = Path(runtime.console.__file__).parent
+    package = Path(runtime.server.console.__file__).parent
     scripts = {path.name for path in (package / "static").glob("*.js")}
     pages = {path.stem for path in (package / "templates").glob("*.html")}
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from runtime.exceptions import ModelConfigError
-from runtime.formats import RepoConfig
 from runtime.models.endpoints import ModelEndpoint, display_url, resolve_endpoint
+from runtime.repo.formats import RepoConfig
 
 SECRET = "sk-test-7f3a9c1e-never-print-me"
 

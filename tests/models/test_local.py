@@ -18,12 +18,12 @@ import httpx
 import pytest
 
 from runtime import load_bundle
+from runtime.engine.model_pool import ModelRouter
 from runtime.exceptions import NoModelError
-from runtime.formats import RepoConfig
 from runtime.models.endpoints import resolve_endpoint
 from runtime.models.local import LOCAL_MODEL_NAME, NO_MODEL, start_local_model, weights_path
 from runtime.models.openai import OpenAIModel
-from runtime.models.router import ModelRouter
+from runtime.repo.formats import RepoConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 MODEL_VARIABLES = (

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from runtime.caller import Caller
 from runtime.events import Event
+from runtime.surface.caller import Caller
 from runtime.testing import ScriptedModel, reply
 from tests._harness import Harness, done
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.bundle import ModelSettings
+from runtime.repo.bundle import ModelSettings
 
 from ._helpers import errors_in, line_of, load, only_error, valid, warnings_in
 

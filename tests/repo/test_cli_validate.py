@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.schema import SCHEMAS_DIR
+from runtime.repo.schema import SCHEMAS_DIR
 
 from ._helpers import line_of
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runtime import load_repo
-from runtime.formats import FOREIGN_REPO_KEYS
+from runtime.repo.formats import FOREIGN_REPO_KEYS
 
 from ._helpers import errors_in, line_of, load, only_error, valid, warnings_in
 

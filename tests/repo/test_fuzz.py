@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import LoadResult, load_repo
-from runtime.formats import TONES
+from runtime.repo.formats import TONES
 from tests.repo._helpers import check_findings
 
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import load_repo
-from runtime.formats import CONFIG_FIELDS
+from runtime.repo.formats import CONFIG_FIELDS
 from tests.repo._helpers import check_findings
 
 Files = dict[str, bytes]

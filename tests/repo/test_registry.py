@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.registry import FILE_TOOLS, PROTOCOL_TOOLS, store_tool_name
+from runtime.repo.registry import FILE_TOOLS, PROTOCOL_TOOLS, store_tool_name
 
 from ._helpers import line_of, load, only_error, valid
 

@@ -14,7 +14,7 @@ import pytest
 
 from runtime.api import Runtime
 from runtime.server import Authenticator, create_app
-from runtime.testing.serve import ServeProcess
+from runtime.testing.server_process import ServeProcess
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ import httpx
 import pytest
 from watchfiles import Change
 
-import runtime.reload
-from runtime.reload import LiveBundle, repo_filter, watch
+import runtime.repo.reload
 from runtime.repo import load_repo
+from runtime.repo.reload import LiveBundle, repo_filter, watch
 from runtime.testing import RecordedRequest, ScriptedModel, Step, reply, tool_call
 from tests.server.conftest import Api, ServeProcess
 
@@ -428,12 +428,12 @@ def test_a_repo_changing_under_the_loader_fails_the_reload_instead_of_raising(
     def racing(*args: Any, **kwargs: Any) -> Any:
         raise FileNotFoundError(2, "No such file or directory", str(gone))
 
-    monkeypatch.setattr(runtime.reload, "load_repo", racing)
+    monkeypatch.setattr(runtime.repo.reload, "load_repo", racing)
     assert live.reload() is False
     assert live() is good
     assert live.reload_error is not None and live.reload_error.startswith("agents/writer: ")
     assert len(events("reload_failed")) == 1
-    monkeypatch.setattr(runtime.reload, "load_repo", real_load)
+    monkeypatch.setattr(runtime.repo.reload, "load_repo", real_load)
     assert live.reload() is True and live.reload_error is None
 
 
@@ -471,7 +471,7 @@ async def test_the_watcher_keeps_watching_after_a_reload_raised(
             raise FileNotFoundError(2, "No such file or directory", str(root / "agents/x"))
         return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(runtime.reload, "load_repo", first_fails)
+    monkeypatch.setattr(runtime.repo.reload, "load_repo", first_fails)
     await edited_until_reloaded(live, root)
     assert calls >= 2
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from runtime import events
-from runtime.caller import Caller
+from runtime.surface.caller import Caller
 from runtime.testing import RecordedRequest, ScriptedModel, reply, tool_call
 from tests._harness import done, of_type
 from tests._http_api import LoopbackApi

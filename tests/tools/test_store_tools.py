@@ -10,10 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime.caller import Caller
-from runtime.documents import SHARED_SCOPE
 from runtime.events import Event
 from runtime.storage import DocumentQuery
+from runtime.stores import SHARED_SCOPE
+from runtime.surface.caller import Caller
 from runtime.testing import ScriptedModel, tool_call, tool_calls
 from tests._harness import Harness, done
 

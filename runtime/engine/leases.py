@@ -1,0 +1,156 @@
+"""One turn per session: a turn holds its session's lease in the database while it runs.
+
+The lease is a row in storage, so it holds across processes and servers. A turn
+takes it before anything streams (or the request is refused as busy) and gives
+it up when it ends. While it runs, the runtime's `LeaseKeeper` renews every lease
+this process holds every `lease_seconds / 3`, whatever the turn is waiting on (a
+model silent for minutes keeps its session). A process that dies stops renewing:
+its leases lapse within `lease_seconds` (15 s; `AMODAL_LEASE_SECONDS` changes it),
+and whoever takes the session next closes what the dead turn left open (`recover`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Mapping
+
+import anyio
+
+from runtime.engine.transcript import INTERRUPTED, unanswered_calls
+from runtime.exceptions import SessionBusyError
+from runtime.storage import Storage, StoredEvent
+
+logger = logging.getLogger("amodal")
+
+DEFAULT_LEASE_SECONDS = 15.0
+LEASE_SECONDS_ENV = "AMODAL_LEASE_SECONDS"
+INTERRUPTED_RUN = "interrupted: the server running this turn stopped before it finished"
+
+
+def lease_seconds(environ: Mapping[str, str] | None = None) -> float:
+    """How long a lease lives without renewal: how long a dead server's sessions stay locked."""
+    text = (os.environ if environ is None else environ).get(LEASE_SECONDS_ENV, "")
+    if not text:
+        return DEFAULT_LEASE_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0.5 <= seconds <= 3600:
+        raise ValueError(f"{LEASE_SECONDS_ENV} must be 0.5 to 3600 seconds, got {text!r}")
+    return seconds
+
+
+class TurnLease:
+    """A held lease on one session's turn; renewed by its keeper until released."""
+
+    def __init__(self, keeper: LeaseKeeper, session_id: str, holder: str) -> None:
+        self.keeper = keeper
+        self.session_id = session_id
+        self.holder = holder
+        self.lost = False
+        """Set when a renewal found another holder (this process could not renew in time)."""
+
+    async def release(self) -> None:
+        self.keeper.forget(self)
+        await self.keeper.storage.release_turn(self.session_id, self.holder)
+
+
+class LeaseKeeper:
+    """Takes sessions' leases for this process and keeps them alive while their turns run."""
+
+    def __init__(self, storage: Storage, instance: str, seconds: float | None = None) -> None:
+        self.storage = storage
+        self.instance = instance
+        self.seconds = lease_seconds() if seconds is None else seconds
+        self._held: dict[str, TurnLease] = {}
+
+    async def acquire(self, session_id: str) -> TurnLease:
+        """Take the session's lease, or `SessionBusyError` while another turn holds it; what a
+        dead holder left open is closed first (`recover`)."""
+        holder = f"{self.instance}:{uuid.uuid4().hex[:8]}"
+        if not await self.storage.try_acquire_turn(session_id, holder, self.seconds):
+            raise SessionBusyError(session_id)
+        lease = TurnLease(self, session_id, holder)
+        self._held[holder] = lease
+        try:
+            await recover(self.storage, session_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await lease.release()
+            raise
+        return lease
+
+    def forget(self, lease: TurnLease) -> None:
+        self._held.pop(lease.holder, None)
+
+    async def run(self) -> None:
+        """Renew every held lease a few times a lease, until cancelled."""
+        while True:
+            await anyio.sleep(self.seconds / 3)
+            for lease in list(self._held.values()):
+                if lease.lost:
+                    continue
+                if not await self.storage.renew_turn(lease.session_id, lease.holder, self.seconds):
+                    lease.lost = lease.holder in self._held  # released meanwhile: not lost
+                    if lease.lost:
+                        logger.error(
+                            "lease_lost",
+                            extra={"event": "lease_lost", "session": lease.session_id},
+                        )
+
+
+async def recover(storage: Storage, session_id: str, open_turn: StoredEvent | None = None) -> bool:
+    """Close what a dead holder of the session left open; the caller holds the lease now.
+
+    Its runs still `running` become `interrupted`; its tool calls without a result get an
+    interrupted one; its turn gets the `error` and `done` it never wrote, so anyone
+    following it sees it end. `open_turn` is the dead turn's `turn` entry when the
+    caller knows it (its root run may never have been recorded). True when anything was
+    closed.
+    """
+    closed = await storage.interrupt_runs(session_id, INTERRUPTED_RUN)
+    roots = [(run.id, run.agent) for run in closed if run.depth == 0]
+    if open_turn is not None and open_turn.run_id not in {run_id for run_id, _ in roots}:
+        roots.append((open_turn.run_id or "", open_turn.agent or ""))
+    if not roots:
+        return False
+    logger.warning("turn_interrupted", extra={"event": "turn_interrupted", "session": session_id})
+    for call_id, name in await unanswered_calls(storage, session_id):
+        run_id, agent = roots[0]
+        await storage.append_event(
+            session_id,
+            "tool_result",
+            {
+                "call_id": call_id,
+                "name": name,
+                "status": "error",
+                "duration_ms": 0,
+                "error": "interrupted",
+                "content": INTERRUPTED,
+            },
+            run_id=run_id,
+            agent=agent,
+            bundle_version=None,
+        )
+    for run_id, agent in roots:
+        for type, data in (
+            ("error", {"code": "interrupted", "message": INTERRUPTED_RUN}),
+            ("done", {"reason": "error", "usage": {"input": 0, "output": 0, "cached": 0}}),
+        ):
+            await storage.append_event(
+                session_id, type, data, run_id=run_id, agent=agent, bundle_version=None
+            )
+    return True
+
+
+__all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "LEASE_SECONDS_ENV",
+    "LeaseKeeper",
+    "TurnLease",
+    "lease_seconds",
+    "recover",
+]

@@ -1,0 +1,554 @@
+"""One run of the turn loop: call the model, run the tools it asks for, repeat (SPEC 6.1).
+
+`run_loop` is an async generator of events that ends with one `RunOutcome`
+(how the run ended). Everything that must survive (the assistant's messages,
+tool calls and results) goes through the Recorder as it happens, before the
+next step, so a crash loses at most the event being written and the transcript
+rebuilt from storage is always valid for the next turn.
+
+The loop knows nothing of sessions, storage or delegation: `runtime.engine.runs`
+prepares a run and keeps its record, `runtime.tools.delegation` is one of its tools.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from runtime.engine.recorder import Recorder
+from runtime.engine.replay import shown_arguments, wire_events
+from runtime.events import DoneReason, Event, ToolStatus, Usage
+from runtime.exceptions import ModelError, ToolError
+from runtime.models import Model, ModelReply, ModelSettings, ToolCall
+from runtime.observe.hooks import (
+    NO_OBSERVERS,
+    ModelCallEnded,
+    ModelCallStarted,
+    Observers,
+    ToolCallEnded,
+    ToolCallStarted,
+)
+from runtime.repo.registry import ASK_CHOICE, STOP_EXECUTION
+from runtime.tools import Tool, ToolContext, encode_result, with_budget
+
+MAX_PARALLEL_TOOLS = 8
+TEXT_FLUSH_SECONDS = 0.02
+OUT_OF_BUDGET = (
+    "You have used every tool call of this run. Do not call tools: answer now with what "
+    "you have, and say what is left undone."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """Everything one run needs, fixed when it starts."""
+
+    session_id: str
+    run_id: str
+    agent: str
+    system_prompt: str
+    context_prompt: str | None
+    tools: Mapping[str, Tool]
+    max_tool_calls: int
+    model: Model
+    cache_key: str
+    tool_context: ToolContext
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    interactive: bool = True  # False for specialists: no confirmations, no ask_choice
+    result_limit: int = 20_000
+    nested: EventSink | None = None  # the root run streams its specialists' events from here
+    observers: Observers = NO_OBSERVERS
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A confirm-required call waiting for a person; stored durably to resume the run."""
+
+    call: ToolCall
+    used: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a run ended: the last item `run_loop` yields."""
+
+    reason: DoneReason
+    text: str
+    pending: PendingCall | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Continue a run paused on a confirmation: run the call (approved) or deny it."""
+
+    pending: PendingCall
+    approved: bool
+
+
+async def run_loop(
+    spec: RunSpec,
+    transcript: list[dict[str, Any]],
+    recorder: Recorder,
+    *,
+    resume: Resume | None = None,
+) -> AsyncIterator[Event | RunOutcome]:
+    """Run the loop over `transcript` (OpenAI messages, appended to in place); the events,
+    then one `RunOutcome`. A model failure raises `ModelError` after the events so far."""
+    used = 0
+    if resume is not None:
+        used = resume.pending.used
+        result = await _resumed_result(spec, resume)
+        used += 1 if resume.approved else 0
+        async for event in _results(
+            spec, transcript, recorder, [(resume.pending.call, result)], used
+        ):
+            yield event
+    while True:
+        out_of_budget = used >= spec.max_tool_calls
+        reply: ModelReply | None = None
+        text = _TextBuffer()
+        async for item in _model_call(spec, transcript, out_of_budget):
+            if isinstance(item, ModelReply):
+                reply = item
+            elif text.add(item):
+                for event in await _record(spec, recorder, "text", {"text": text.take()}):
+                    yield event
+        if text:
+            for event in await _record(spec, recorder, "text", {"text": text.take()}):
+                yield event
+        assert reply is not None  # a model always ends with a reply or raises
+        calls = [] if out_of_budget else list(reply.tool_calls)
+        message = _assistant_message(reply.text, calls)
+        transcript.append(message)
+        answered = {
+            "text": reply.text,
+            "tool_calls": message.get("tool_calls", []),
+            "model": reply.model,
+            "usage": reply.usage.as_json(),
+        }
+        for event in await _record(spec, recorder, "assistant", answered):
+            yield event  # the model's usage, then one tool_call event per call
+        if out_of_budget or not calls:
+            yield RunOutcome("max_tool_calls" if out_of_budget else "model_stop", reply.text)
+            return
+        if spec.nested is None or not any(_nests(spec, call) for call in calls):
+            step = await _run_calls(spec, calls, used)
+        else:  # specialists run: stream their events while they work
+            box: list[_Step] = []
+            async for event in _streaming_nested(spec.nested, _run_calls(spec, calls, used), box):
+                yield event
+            step = box[0]
+        used = step.used
+        async for event in _results(spec, transcript, recorder, step.done, used):
+            yield event
+        if step.choice is not None:
+            asked = {"question": step.choice["question"], "options": step.choice["options"]}
+            for event in await _record(spec, recorder, "choice", asked):
+                yield event
+        if step.pending is not None:
+            call = step.pending.call
+            waiting = {
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": shown_arguments(call.arguments),
+            }
+            for event in await _record(spec, recorder, "confirmation_required", waiting):
+                yield event
+        if step.reason is not None:
+            yield RunOutcome(step.reason, reply.text, step.pending)
+            return
+
+
+class _TextBuffer:
+    """A model's text deltas, written to the log in pieces: at most one piece every
+    `TEXT_FLUSH_SECONDS`, counted from the call's start (the rest when the answer ends).
+    A real model's first token comes later than that, so it goes out at once, and so does
+    every delta of a slow model; an answer that streams in a burst costs one write."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._flushed = time.monotonic()
+
+    def __bool__(self) -> bool:
+        return bool(self._parts)
+
+    def add(self, delta: str) -> bool:
+        """Keep `delta`; True when the buffer is due to be written."""
+        self._parts.append(delta)
+        return time.monotonic() - self._flushed >= TEXT_FLUSH_SECONDS
+
+    def take(self) -> str:
+        self._flushed = time.monotonic()
+        text, self._parts = "".join(self._parts), []
+        return text
+
+
+async def _record(
+    spec: RunSpec, recorder: Recorder, type: str, data: dict[str, Any]
+) -> list[Event]:
+    """Write one log entry; the events it stands for on the wire, with their ids."""
+    return wire_events(await recorder.record(type, data, run_id=spec.run_id, agent=spec.agent))
+
+
+def _model_call(
+    spec: RunSpec, transcript: list[dict[str, Any]], out_of_budget: bool
+) -> AsyncIterator[str | ModelReply]:
+    """One model call; reported to the observers when there are any (without them, the
+    model's own stream: no layer a turn's every delta would pass through)."""
+    messages = _messages(spec, transcript, out_of_budget)
+    tools = None if out_of_budget or not spec.tools else [t.schema() for t in spec.tools.values()]
+    stream = spec.model.stream(messages, tools, spec.settings, cache_key=spec.cache_key)
+    if not spec.observers:
+        return stream
+    return _observed_model_call(spec, stream, messages, tools)
+
+
+async def _observed_model_call(
+    spec: RunSpec,
+    stream: AsyncIterator[str | ModelReply],
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+) -> AsyncIterator[str | ModelReply]:
+    started = ModelCallStarted(
+        spec.session_id,
+        spec.run_id,
+        spec.agent,
+        f"model_{uuid.uuid4().hex[:12]}",
+        spec.model.name,
+        messages,
+        tuple(spec.tools) if tools else (),
+    )
+    spec.observers.notify("model_call_started", started)
+    clock = time.monotonic()
+    ended = ModelCallEnded(0.0, error="cancelled")
+    try:
+        async for item in stream:
+            if isinstance(item, ModelReply):
+                ended = ModelCallEnded(
+                    0.0,
+                    item.model,
+                    item.usage,
+                    item.finish_reason,
+                    item.text,
+                    len(item.tool_calls),
+                )
+            yield item
+    except ModelError as error:
+        ended = ModelCallEnded(0.0, error=str(error))
+        raise
+    finally:
+        elapsed = time.monotonic() - clock
+        spec.observers.notify(
+            "model_call_ended", started, dataclasses.replace(ended, duration_s=elapsed)
+        )
+
+
+class EventSink:
+    """Where specialists send their events so the root run can stream them live."""
+
+    def __init__(self) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[Event | None](math.inf)
+
+    def publish(self, event: Event) -> None:
+        self._send.send_nowait(event)  # the buffer is unbounded: this never waits
+
+    async def drain(self) -> AsyncIterator[Event]:
+        """Events until the producer marks the end with `close_phase`."""
+        async for event in self._receive:
+            if event is None:
+                return
+            yield event
+
+    def close_phase(self) -> None:
+        self._send.send_nowait(None)
+
+    def close(self) -> None:
+        """Release both ends (the turn is over)."""
+        self._send.close()
+        self._receive.close()
+
+
+async def _streaming_nested(
+    sink: EventSink, work: Awaitable[_Step], box: list[_Step]
+) -> AsyncIterator[Event]:
+    """Run the calls while streaming the events specialists emit meanwhile."""
+
+    async def produce() -> None:
+        try:
+            box.append(await work)
+        finally:
+            sink.close_phase()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(produce)
+        async for event in sink.drain():
+            yield event
+
+
+@dataclass
+class _Step:
+    """What one response's calls came to."""
+
+    done: list[tuple[ToolCall, dict[str, Any]]]  # calls with a result, in call order
+    used: int
+    reason: DoneReason | None = None
+    choice: dict[str, Any] | None = None
+    pending: PendingCall | None = None
+
+
+async def _run_calls(spec: RunSpec, calls: list[ToolCall], used: int) -> _Step:
+    """Run one response's calls. `stop_execution` ends the run before anything else runs;
+    `ask_choice` and a confirm-required call end the turn after the other calls ran."""
+    step = _Step([], used)
+    if any(call.name == STOP_EXECUTION and call.name in spec.tools for call in calls):
+        step.reason = "stop_execution"
+        step.done = [
+            (
+                call,
+                _ok(call, {"stopped": True})
+                if call.name == STOP_EXECUTION
+                else _error(call, "not run: the run stopped"),
+            )
+            for call in calls
+        ]
+        return step
+    results: dict[int, dict[str, Any]] = {}
+    runnable: list[int] = []
+    for index, call in enumerate(calls):
+        tool = spec.tools.get(call.name)
+        confirm = tool is not None and tool.needs_confirmation(_parsed(call.arguments))
+        if tool is not None and (call.name == ASK_CHOICE or confirm) and not spec.interactive:
+            results[index] = _denied(
+                call,
+                "a specialist runs without a person to ask or to "
+                "approve; decide with the tools you have",
+            )
+        elif call.name == ASK_CHOICE and tool is not None and step.reason is None:
+            arguments = _parsed(call.arguments)
+            problems = tool.argument_errors(arguments)
+            if problems:
+                results[index] = _error(call, "invalid arguments: " + "; ".join(problems))
+            else:
+                results[index] = _ok(
+                    call, {"asked": True, "note": "the person's answer is the next user message"}
+                )
+                step.choice, step.reason = arguments, "awaiting_choice"
+        elif tool is not None and confirm and step.reason is None:
+            problem = _argument_problem(tool, call)
+            if problem is not None:  # never ask a person to approve a call that cannot run
+                results[index] = _error(call, problem)
+            else:
+                step.pending = PendingCall(call, used)  # its result comes when a person decides
+                step.reason = "awaiting_confirmation"
+        elif tool is not None and (confirm or call.name == ASK_CHOICE):
+            results[index] = _error(call, "not run: the turn is waiting for the person")
+        else:
+            runnable.append(index)
+    budget_left = spec.max_tool_calls - used
+    for index in runnable[budget_left:]:
+        results[index] = _error(calls[index], "not run: the tool-call budget is spent")
+    executed = runnable[:budget_left]
+    for index, result in zip(
+        executed, await _execute(spec, [calls[i] for i in executed]), strict=True
+    ):
+        results[index] = result
+    step.used = used + len(executed)
+    if step.pending is not None:
+        step.pending = PendingCall(step.pending.call, step.used)
+    step.done = [(calls[index], results[index]) for index in sorted(results)]
+    return step
+
+
+async def _execute(spec: RunSpec, calls: list[ToolCall]) -> list[dict[str, Any]]:
+    """Run calls concurrently (bounded); results come back in call order."""
+    results: list[dict[str, Any]] = [{} for _ in calls]
+    limiter = anyio.CapacityLimiter(MAX_PARALLEL_TOOLS)
+
+    async def one(index: int, call: ToolCall) -> None:
+        async with limiter:
+            results[index] = await _observed_call(spec, call)
+
+    async with anyio.create_task_group() as group:
+        for index, call in enumerate(calls):
+            group.start_soon(one, index, call)
+    return results
+
+
+async def _observed_call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
+    if not spec.observers:
+        return await _call(spec, call)
+    started = ToolCallStarted(
+        spec.session_id,
+        spec.run_id,
+        spec.agent,
+        call.id,
+        call.name,
+        shown_arguments(call.arguments),
+    )
+    spec.observers.notify("tool_call_started", started)
+    clock = time.monotonic()
+    ended = ToolCallEnded("error", 0.0, error="cancelled")
+    try:
+        result = await _call(spec, call)
+        ended = ToolCallEnded(result["status"], 0.0, result.get("result"), result.get("error"))
+        return result
+    finally:
+        elapsed = time.monotonic() - clock
+        spec.observers.notify(
+            "tool_call_ended", started, dataclasses.replace(ended, duration_s=elapsed)
+        )
+
+
+async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
+    """One tool call: never raises; every failure is a result the model reads."""
+    started = time.monotonic()
+    tool = spec.tools.get(call.name)
+    if tool is None:
+        return _error(
+            call, f"unknown tool {call.name!r}; available tools: " + ", ".join(sorted(spec.tools))
+        )
+    problem = _argument_problem(tool, call)
+    if problem is not None:
+        return _error(call, problem)
+    arguments = _parsed(call.arguments)
+    context = dataclasses.replace(spec.tool_context, call_id=call.id)
+    try:
+        with anyio.fail_after(tool.timeout):
+            value = await tool.handler(arguments, context)
+    except ToolError as error:
+        return _status(call, "error", error=str(error), started=started)
+    except TimeoutError as error:
+        return _status(
+            call,
+            "timeout",
+            error=str(error) or f"the tool did not finish within {tool.timeout:g} s",
+            started=started,
+        )
+    # A tool is user code: its failure is the model's to handle. SystemExit too: a handler
+    # calling sys.exit() must not end a server.
+    except (Exception, SystemExit) as error:
+        return _status(call, "error", error=f"{type(error).__name__}: {error}", started=started)
+    return _status(call, "ok", result=value, started=started)
+
+
+def _nests(spec: RunSpec, call: ToolCall) -> bool:
+    tool = spec.tools.get(call.name)
+    return tool is not None and tool.nests
+
+
+def _argument_problem(tool: Tool, call: ToolCall) -> str | None:
+    """Why the call's arguments cannot be passed to the tool, listing what is valid."""
+    arguments = _parsed(call.arguments)
+    if arguments is _MALFORMED:
+        return "the arguments are not valid JSON; send a JSON object matching the tool's parameters"
+    problems = tool.argument_errors(arguments)
+    if problems:
+        return (
+            "invalid arguments: "
+            + "; ".join(problems)
+            + f". Parameters: {json.dumps(dict(tool.parameters))}"
+        )
+    return None
+
+
+async def _resumed_result(spec: RunSpec, resume: Resume) -> dict[str, Any]:
+    call = resume.pending.call
+    if not resume.approved:
+        return _denied(call, "the person denied this call")
+    return await _observed_call(spec, call)
+
+
+async def _results(
+    spec: RunSpec,
+    transcript: list[dict[str, Any]],
+    recorder: Recorder,
+    done: list[tuple[ToolCall, dict[str, Any]]],
+    used: int,
+) -> AsyncIterator[Event]:
+    """Append each result to the transcript and the log, then stream it."""
+    for call, result in done:
+        payload = result.get("result") if result["status"] == "ok" else {"error": result["error"]}
+        content = encode_result(with_budget(payload, used, spec.max_tool_calls), spec.result_limit)
+        transcript.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        for event in await _record(spec, recorder, "tool_result", {**result, "content": content}):
+            yield event
+
+
+def _messages(
+    spec: RunSpec, transcript: list[dict[str, Any]], out_of_budget: bool
+) -> list[dict[str, Any]]:
+    """System prompt, transcript, and the per-turn context just before the newest user message."""
+    messages = [{"role": "system", "content": spec.system_prompt}, *transcript]
+    if spec.context_prompt:
+        newest_user = max(
+            (i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages)
+        )
+        messages.insert(newest_user, {"role": "system", "content": spec.context_prompt})
+    if out_of_budget:
+        messages.append({"role": "system", "content": OUT_OF_BUDGET})
+    return messages
+
+
+def _assistant_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
+        ]
+    return message
+
+
+_MALFORMED: Any = object()
+
+
+def _parsed(arguments: str) -> Any:
+    try:
+        return json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return _MALFORMED
+
+
+def _status(
+    call: ToolCall,
+    status: ToolStatus,
+    *,
+    started: float,
+    result: Any = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """A tool call's result as it is logged and streamed (the `tool_result` event's fields)."""
+    body: dict[str, Any] = {
+        "call_id": call.id,
+        "name": call.name,
+        "status": status,
+        "duration_ms": round((time.monotonic() - started) * 1000),
+    }
+    if status == "ok":
+        body["result"] = result
+    else:
+        body["error"] = error
+    return body
+
+
+def _ok(call: ToolCall, result: Any) -> dict[str, Any]:
+    return _status(call, "ok", result=result, started=time.monotonic())
+
+
+def _error(call: ToolCall, message: str) -> dict[str, Any]:
+    return _status(call, "error", error=message, started=time.monotonic())
+
+
+def _denied(call: ToolCall, message: str) -> dict[str, Any]:
+    return _status(call, "denied", error=message, started=time.monotonic())
+
+
+__all__ = ["EventSink", "PendingCall", "Resume", "RunOutcome", "RunSpec", "Usage", "run_loop"]

@@ -1,0 +1,246 @@
+"""Runs: what one turn's root run and every specialist run share, and their bookkeeping.
+
+A `TurnScope` is what all the runs of one turn share: the bundle it started
+on, storage, models, the event log, the channel that streams specialists'
+events through the root run, the delegation budget and the observers. A run
+is recorded the same way at every depth (`recorded_run`): its record is
+written when it starts and closed, shielded from cancellation, when it ends.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from runtime import events
+from runtime.engine.loop import EventSink, PendingCall, Resume, RunOutcome, RunSpec, run_loop
+from runtime.engine.model_pool import ModelRouter
+from runtime.engine.recorder import EventLog, Recorder
+from runtime.events import Event, Usage
+from runtime.observe.hooks import Observers, RunEnded, RunStarted
+from runtime.outside.mcp import NO_SERVERS, McpServers, McpSnapshot
+from runtime.outside.rest import Connections
+from runtime.repo.bundle import Bundle, ModelTier
+from runtime.repo.registry import CALL_SUBAGENT, REQUEST
+from runtime.storage import RunRecord, RunStatus, Storage, utc_now
+from runtime.surface.prompt import system_prompt
+from runtime.surface.resolution import Surface, SurfaceContext, resolve
+from runtime.tools import Tool, ToolContext
+from runtime.tools.builtin import build_tools
+from runtime.tools.custom import custom_tool
+from runtime.tools.delegation import (
+    DEFAULT_SPECIALIST_BUDGET,
+    LABEL_CHARS,
+    DelegationBudget,
+    call_subagent_tool,
+    task_message,
+)
+from runtime.tools.remote import mcp_tools, request_tool
+
+_CANCELLED = "cancelled: the run ended before it finished"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a recorded run ended: the loop's outcome, or the failure that ended it, and the
+    usage of the run's own model calls (a failed run's calls count too)."""
+
+    outcome: RunOutcome | None
+    usage: Usage
+    failure: Exception | None = None
+
+    @property
+    def error(self) -> str | None:
+        if self.failure is not None:
+            return str(self.failure) or type(self.failure).__name__
+        return None if self.outcome is not None else _CANCELLED
+
+    @property
+    def status(self) -> RunStatus:
+        if self.outcome is None:
+            return "error"
+        return "partial" if self.outcome.reason == "max_tool_calls" else "ok"
+
+    @property
+    def pending(self) -> PendingCall | None:
+        return self.outcome.pending if self.outcome is not None else None
+
+
+async def recorded_run(
+    storage: Storage,
+    record: RunRecord,
+    prepare: Callable[[], Awaitable[RunSpec]],
+    transcript: list[dict[str, Any]],
+    recorder: Recorder,
+    *,
+    resume: Resume | None = None,
+) -> AsyncIterator[Event | RunResult]:
+    """One run with its record kept: start it, build its spec (`prepare`: tools, prompt,
+    model), run the loop, and close the record whatever happens; the events, then one
+    `RunResult`. A failure (an Exception) ends the run and is reported in the result, not
+    raised; cancellation closes the record and propagates.
+    """
+    await storage.start_run(record)
+    usage = Usage()
+    outcome: RunOutcome | None = None
+    failure: Exception | None = None
+    try:
+        spec = await prepare()
+        async for item in run_loop(spec, transcript, recorder, resume=resume):
+            if isinstance(item, RunOutcome):
+                outcome = item
+                continue
+            if isinstance(item, events.ModelUsage) and item.run_id == record.id:
+                usage += item.usage
+            yield item
+    except Exception as error:
+        failure, outcome = error, None
+    finally:
+        result = RunResult(outcome, usage, failure)
+        with anyio.CancelScope(shield=True):
+            await storage.end_run(
+                record.id, result.status, usage.as_json(), result.error, utc_now()
+            )
+    yield result
+
+
+@dataclass
+class TurnScope:
+    """What every run of one turn shares."""
+
+    bundle: Bundle
+    session_id: str
+    root_agent: str
+    storage: Storage
+    models: ModelRouter
+    recorder: EventLog
+    observers: Observers
+    sink: EventSink
+    connections: Connections = field(default_factory=Connections)
+    mcp: McpServers | None = None
+    budget: DelegationBudget = field(init=False)
+    servers: McpSnapshot = field(init=False)
+    """The MCP servers as this turn sees them, from its start to its end."""
+
+    def __post_init__(self) -> None:
+        self.budget = DelegationBudget.for_bundle(self.bundle)
+        self.servers = self.mcp.snapshot() if self.mcp is not None else NO_SERVERS
+
+    def resolve(self, agent: str, caller: SurfaceContext) -> Surface:
+        """`agent`'s surface for this caller in this turn (against its MCP snapshot)."""
+        return resolve(self.bundle, agent, caller, root=self.root_agent, servers=self.servers)
+
+    async def propose(self, proposal: dict[str, Any], context: ToolContext) -> None:
+        """Keep a proposed source change in the session's log for a person to review."""
+        await self.recorder.record("proposal", proposal, run_id=context.run_id, agent=context.agent)
+
+    def tools_for(
+        self, surface: Surface, caller: SurfaceContext, run_id: str, depth: int
+    ) -> dict[str, Tool]:
+        """The tools of one run: exactly what its surface grants, sorted by name."""
+        bundle = self.bundle
+        tools = build_tools(bundle, surface, propose=self.propose, storage=self.storage)
+        tools.update(mcp_tools(bundle, surface, self.servers, self.mcp))
+        if surface.connections:
+            tools[REQUEST] = request_tool(bundle, surface, self.connections)
+        if surface.subagents:
+            tools[CALL_SUBAGENT] = call_subagent_tool(self, surface, caller, run_id, depth)
+        run_tools: dict[str, Tool] = {}  # what a custom tool's ctx.call_tool reaches
+        for name in surface.tools & set(bundle.tools):
+            tools[name] = custom_tool(
+                bundle.tools[name], self, run_tools, delegates=bool(surface.subagents)
+            )
+        run_tools.update(sorted(tools.items()))
+        return run_tools
+
+    async def run_specialist(
+        self,
+        name: str,
+        parent: SurfaceContext,
+        parent_run_id: str,
+        parent_call_id: str,
+        depth: int,
+        task: Mapping[str, Any],
+        *,
+        attachments: Sequence[Mapping[str, Any]] = (),
+        tier: ModelTier | None = None,
+    ) -> dict[str, Any]:
+        """One specialist run (its bounds already checked); every failure is this task's
+        error, never the batch's. `tier` overrides the agent's `modelTier`."""
+        bundle, agent = self.bundle, self.bundle.agents[name]
+        run_id = f"run_{uuid.uuid4().hex[:12]}"
+        label = " ".join(str(task["task"]).split())[:LABEL_CHARS]
+        clock = time.monotonic()
+        caller = parent.for_specialist(name)
+        started = RunStarted(
+            self.session_id, run_id, name, depth, parent_run_id, parent_call_id, label
+        )
+        result = RunResult(None, Usage())
+        record = RunRecord(run_id, self.session_id, parent_run_id, depth, name, label, utc_now())
+
+        async def prepare() -> RunSpec:
+            surface = self.resolve(name, caller)
+            return RunSpec(
+                session_id=self.session_id,
+                run_id=run_id,
+                agent=name,
+                system_prompt=system_prompt(bundle, agent, surface, caller.context),
+                context_prompt=None,  # CONTEXT.md is for the agent that roots the chat only
+                tools=self.tools_for(surface, caller, run_id, depth),
+                max_tool_calls=agent.max_tool_calls or DEFAULT_SPECIALIST_BUDGET,
+                model=await self.models.model(bundle, tier or agent.model_tier),
+                settings=agent.model_settings,
+                cache_key=f"amodal:{bundle.config.name}:{name}",
+                tool_context=ToolContext(
+                    bundle, surface, caller, self.session_id, run_id, name, depth=depth
+                ),
+                interactive=False,
+                result_limit=bundle.config.limits.max_tool_result_chars,
+                observers=self.observers,
+            )
+
+        self.recorder.stream_run(run_id)  # its events reach the client through the sink
+        await self.recorder.record(
+            "subagent_start",
+            {"parent_run_id": parent_run_id, "depth": depth, "subagent": name, "label": label},
+            run_id=run_id,
+            agent=name,
+        )
+        self.observers.notify("run_started", started)
+        transcript: list[dict[str, Any]] = [
+            {"role": "user", "content": task_message(task, attachments)}
+        ]
+        try:  # a specialist's failure is its task's error (in `result`), never the batch's
+            async for item in recorded_run(
+                self.storage, record, prepare, transcript, self.recorder
+            ):
+                if isinstance(item, RunResult):
+                    result = item  # its events were streamed as they were logged
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._end_specialist(started, result, time.monotonic() - clock)
+        if result.error is not None:
+            return {"subagent": name, "error": result.error}
+        text = result.outcome.text if result.outcome is not None else ""
+        answer: dict[str, Any] = {"subagent": name, "result": text}
+        if result.status == "partial":
+            answer["partial"] = True
+        return answer
+
+    async def _end_specialist(self, started: RunStarted, result: RunResult, elapsed: float) -> None:
+        ended = {
+            "status": "error" if result.error else "ok",
+            "duration_ms": round(elapsed * 1000),
+            "usage": result.usage.as_json(),
+        }
+        await self.recorder.record(
+            "subagent_end", ended, run_id=started.run_id, agent=started.agent
+        )
+        self.observers.notify(
+            "run_ended", started, RunEnded(result.status, result.usage, elapsed, result.error)
+        )

@@ -1,0 +1,142 @@
+"""A turn's events as streams a client can lose and pick up again (SPEC 12, 14).
+
+Over HTTP a turn belongs to its session, not to the connection that started it:
+it runs in a task of the runtime (`TurnStreams.start`), streams to whoever follows
+it, and finishes even when its client has gone. A client that lost its stream
+asks for the events after the last id it saw (`TurnStreams.follow`): the
+session's log from there, then the running turn live until its `done`, whether
+it runs in this process (its events as they happen) or on another server of the
+same database (its log, read every `POLL_SECONDS`).
+
+A turn whose server died leaves no `done`: a follower that finds the session's
+lease free closes the turn (`runtime.engine.leases.recover`), and that `done` ends the
+stream.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import anyio
+from anyio.abc import TaskGroup
+
+from runtime.engine.leases import LeaseKeeper, recover
+from runtime.engine.replay import Position, after, position
+from runtime.engine.turn import Turn
+from runtime.events import Event
+from runtime.storage import StoredEvent
+
+POLL_SECONDS = 0.05
+"""How often a follower reads the log of a turn that runs on another server."""
+
+
+class LiveTurn:
+    """A turn running in this process: the events it has streamed so far, and more to come."""
+
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.events: list[Event] = []
+        self.finished = False
+        self._changed = anyio.Event()
+
+    async def run(self) -> None:
+        try:
+            async for event in self.turn.events():
+                self.events.append(event)
+                self._wake()
+        finally:
+            self.finished = True
+            self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def tail(self, seen: Position = (0, 0)) -> AsyncIterator[Event]:
+        """Every event after `seen`, as it happens, until the turn ends."""
+        index = 0
+        while True:
+            while index < len(self.events):
+                event = self.events[index]
+                index += 1
+                if position(event.id) > seen:
+                    yield event
+            if self.finished:
+                return
+            await self._changed.wait()
+
+
+class TurnStreams:
+    """The turns this process runs for clients, by session; and following any session."""
+
+    def __init__(self, leases: LeaseKeeper, group: TaskGroup) -> None:
+        self._leases = leases
+        self._group = group
+        self._live: dict[str, LiveTurn] = {}
+
+    def start(self, turn: Turn) -> LiveTurn:
+        """Run `turn` in the background: clients follow it, none of them drives it."""
+        live = LiveTurn(turn)
+        self._live[turn.session_id] = live
+        self._group.start_soon(self._run, live)
+        return live
+
+    async def _run(self, live: LiveTurn) -> None:
+        try:
+            await live.run()
+        finally:
+            if self._live.get(live.turn.session_id) is live:
+                del self._live[live.turn.session_id]
+
+    async def follow(self, session_id: str, seen: Position = (0, 0)) -> AsyncIterator[Event]:
+        """The session's events after `seen`, then its running turn's until its `done`."""
+        live = self._live.get(session_id)  # looked up before reading the log: no gap between
+        storage = self._leases.storage
+        entries = await storage.list_events(session_id)
+        for event in after(entries, seen):
+            seen = position(event.id)
+            yield event
+        if live is not None:
+            async for event in live.tail(seen):
+                yield event
+            return
+        running = _running_turn(entries)
+        read = entries[-1].seq if entries else 0  # entries read so far (some stand for no event)
+        quiet_since = time.monotonic()
+        while running is not None:
+            await anyio.sleep(POLL_SECONDS)
+            entries = await storage.list_events(session_id, read)
+            for event in after(entries, seen):
+                seen = position(event.id)
+                yield event
+            if any(e.type == "done" and e.run_id == running.run_id for e in entries):
+                return
+            if entries:
+                read, quiet_since = entries[-1].seq, time.monotonic()
+            elif time.monotonic() - quiet_since > self._leases.seconds / 3:
+                quiet_since = time.monotonic()
+                await self._close_if_dead(session_id, running)
+
+    async def _close_if_dead(self, session_id: str, running: StoredEvent) -> None:
+        """A turn silent for a while may have lost its server: if nobody holds its session,
+        close it (its `done` then ends the stream)."""
+        storage = self._leases.storage
+        probe = f"follower:{uuid.uuid4().hex[:8]}"
+        if await storage.try_acquire_turn(session_id, probe, self._leases.seconds):
+            try:
+                await recover(storage, session_id, running)
+            finally:
+                await storage.release_turn(session_id, probe)
+
+
+def _running_turn(entries: list[StoredEvent]) -> StoredEvent | None:
+    """The log's last `turn` entry when its turn has no `done` yet."""
+    running = None
+    for entry in entries:
+        if entry.type == "turn":
+            running = entry
+        elif entry.type == "done" and running is not None and entry.run_id == running.run_id:
+            running = None
+    return running

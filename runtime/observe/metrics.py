@@ -1,0 +1,138 @@
+"""`GET /metrics`: what a server has done, in Prometheus' text format (SPEC 16).
+
+A `Metrics` observer counts turns, model calls, tool calls and tokens as they
+happen, in a registry of its own (several runtimes in one process never mix
+their numbers); the repo's reload failures (and, with MCP servers, their states)
+are read when Prometheus scrapes.
+
+    amodal_turns_total{reason}                   turns by done reason
+    amodal_turn_duration_seconds                 histogram
+    amodal_model_call_duration_seconds{model}    histogram, by the model asked for
+    amodal_tool_calls_total{tool,status}         ok, error, denied, timeout
+    amodal_tokens_total{kind}                    input, output, cached
+    amodal_running_turns                         sessions with a turn running here
+    amodal_reload_failures_total                 reloads that kept the last good bundle
+    amodal_mcp_servers{status}                   MCP servers by status (ready, starting, failed)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import generate_latest as _generate
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from runtime.observe.hooks import (
+    ModelCallEnded,
+    ModelCallStarted,
+    RunObserver,
+    ToolCallEnded,
+    ToolCallStarted,
+    TurnEnded,
+    TurnStarted,
+)
+from runtime.outside.mcp import McpSnapshot
+
+# Turns wait on models: seconds to minutes.
+_TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Metrics(RunObserver):
+    """Counts what turns do; `render()` is the `/metrics` body."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._turns = Counter(
+            "amodal_turns", "Turns by done reason.", ["reason"], registry=self.registry
+        )
+        self._turn_seconds = Histogram(
+            "amodal_turn_duration_seconds",
+            "Wall time of a turn.",
+            buckets=_TURN_BUCKETS,
+            registry=self.registry,
+        )
+        self._model_seconds = Histogram(
+            "amodal_model_call_duration_seconds",
+            "Wall time of a model call, by the model asked for.",
+            ["model"],
+            buckets=_CALL_BUCKETS,
+            registry=self.registry,
+        )
+        self._tools = Counter(
+            "amodal_tool_calls",
+            "Tool calls by tool and status.",
+            ["tool", "status"],
+            registry=self.registry,
+        )
+        self._tokens = Counter(
+            "amodal_tokens", "Tokens of model calls, by kind.", ["kind"], registry=self.registry
+        )
+        self._running = Gauge(
+            "amodal_running_turns", "Sessions with a turn running.", registry=self.registry
+        )
+
+    def count_reload_failures(self, count: Callable[[], int]) -> None:
+        """Expose the failed reloads `count()` returns at each scrape."""
+        self.registry.register(_ReloadFailures(count))
+
+    def count_mcp_servers(self, snapshot: Callable[[], McpSnapshot]) -> None:
+        """Expose the MCP servers by status, read from `snapshot()` at each scrape."""
+        self.registry.register(_McpServers(snapshot))
+
+    def add_collector(self, collector: Collector) -> None:
+        """Expose more numbers read at scrape time (e.g. MCP servers by status)."""
+        self.registry.register(collector)
+
+    def render(self) -> bytes:
+        return _generate(self.registry)
+
+    def turn_started(self, turn: TurnStarted) -> None:
+        self._running.inc()
+
+    def turn_ended(self, turn: TurnStarted, ended: TurnEnded) -> None:
+        self._running.dec()
+        self._turns.labels(ended.reason).inc()
+        self._turn_seconds.observe(ended.duration_s)
+
+    def model_call_ended(self, call: ModelCallStarted, ended: ModelCallEnded) -> None:
+        self._model_seconds.labels(call.model).observe(ended.duration_s)
+        self._tokens.labels("input").inc(ended.usage.input_tokens)
+        self._tokens.labels("output").inc(ended.usage.output_tokens)
+        self._tokens.labels("cached").inc(ended.usage.cached_tokens)
+
+    def tool_call_ended(self, call: ToolCallStarted, ended: ToolCallEnded) -> None:
+        self._tools.labels(call.tool, ended.status).inc()
+
+
+class _ReloadFailures(Collector):
+    def __init__(self, count: Callable[[], int]) -> None:
+        self._count = count
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "amodal_reload_failures", "Reloads that failed and kept the last good bundle."
+        )
+        family.add_metric([], self._count())
+        yield family
+
+
+class _McpServers(Collector):
+    def __init__(self, snapshot: Callable[[], McpSnapshot]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "amodal_mcp_servers", "MCP servers by status.", labels=["status"]
+        )
+        states = [state.status for state in self._snapshot().servers.values()]
+        for status in ("ready", "starting", "failed"):
+            family.add_metric([status], states.count(status))
+        yield family
+
+
+__all__ = ["Metrics"]

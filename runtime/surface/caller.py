@@ -1,0 +1,46 @@
+"""Who is asking and what they ask for: a caller (from verified credentials) and a chat request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from runtime.surface.resolution import DEFAULT_SCOPE, SurfaceContext
+
+OPERATOR_OWNER = ""
+"""Who owns the operator's sessions: what no credential yields (an empty `sub` counts as none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking, from verified credentials only (or trusted by the embedding application)."""
+
+    claims: Mapping[str, str] = field(default_factory=dict)
+    operator: bool = False
+    human_present: bool = True
+
+    @property
+    def scope_id(self) -> str:
+        return self.claims.get("scope", DEFAULT_SCOPE)
+
+    @property
+    def owner(self) -> str | None:
+        """Who owns the sessions this caller starts: its `sub` claim; operators' sessions are
+        marked so no credential without a `sub` can ever match them."""
+        return self.claims.get("sub") or (OPERATOR_OWNER if self.operator else None)
+
+    def surface_context(self, agent: str, context: Mapping[str, str]) -> SurfaceContext:
+        return SurfaceContext.for_caller(
+            agent, self.claims, context, human_present=self.human_present
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """One chat message (SPEC 3): what to say, to whom, in which session."""
+
+    message: str
+    agent: str | None = None
+    context: Mapping[str, str] = field(default_factory=dict)
+    session_id: str | None = None
+    autonomous: bool = False  # no human present (a scheduled or API-started task)
