@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from runtime._version import __version__
 from runtime.exceptions import (
     AmodalError,
     AuthError,
@@ -71,8 +72,6 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value  # once: later lookups find it without this function
     return value
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AgentDefinition",

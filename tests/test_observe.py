@@ -21,8 +21,8 @@ from runtime.observe.hooks import (
     ToolCallStarted,
     TurnEnded,
     TurnStarted,
-    tracing_from_environment,
 )
+from runtime.observe.tracing import tracing_from_environment
 from runtime.testing import FunctionModel, tool_call
 
 pytestmark = pytest.mark.anyio

@@ -116,7 +116,7 @@ async def test_no_span_is_made_when_no_exporter_is_configured(
 ) -> None:
     from opentelemetry import trace
 
-    from runtime.observe.hooks import tracing_from_environment
+    from runtime.observe.tracing import tracing_from_environment
 
     # Even with an SDK provider installed globally, the CLI's default adds no observer.
     trace.set_tracer_provider(provider(exporter))

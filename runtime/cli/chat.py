@@ -12,7 +12,7 @@ import anyio
 from runtime import events
 from runtime.api import Runtime
 from runtime.exceptions import AmodalError
-from runtime.observe.hooks import tracing_from_environment
+from runtime.observe.tracing import tracing_from_environment
 from runtime.repo.bundle import Bundle
 
 

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 import anyio
 
 from runtime.exceptions import NoModelError
-from runtime.models import Model
-from runtime.models.endpoints import ModelEndpoint, resolve_endpoint
-from runtime.repo.bundle import Bundle, ModelTier
+from runtime.models import Model, ModelTier
+from runtime.models.endpoints import ModelEndpoint
+from runtime.repo.bundle import Bundle
+from runtime.repo.model_bindings import resolve_endpoint
 
 if TYPE_CHECKING:
     from runtime.models.openai import OpenAIModel

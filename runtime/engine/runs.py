@@ -22,10 +22,11 @@ from runtime.engine.loop import EventSink, PendingCall, Resume, RunOutcome, RunS
 from runtime.engine.model_pool import ModelRouter
 from runtime.engine.recorder import EventLog, Recorder
 from runtime.events import Event, Usage
+from runtime.models import ModelTier
 from runtime.observe.hooks import Observers, RunEnded, RunStarted
 from runtime.outside.mcp import NO_SERVERS, McpServers, McpSnapshot
 from runtime.outside.rest import Connections
-from runtime.repo.bundle import Bundle, ModelTier
+from runtime.repo.bundle import Bundle
 from runtime.repo.registry import CALL_SUBAGENT, REQUEST
 from runtime.storage import RunRecord, RunStatus, Storage, utc_now
 from runtime.surface.prompt import system_prompt

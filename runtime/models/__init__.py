@@ -11,16 +11,20 @@ protocol only. Implementations:
 - the offline model (`runtime.models.local`) is an OpenAIModel on a local server.
 
 `runtime.engine.model_pool.ModelRouter` picks the model of each call from the repo's
-tiers (SPEC 8). Importing this module loads no SDK: the protocol is cheap.
+tiers (SPEC 8; `runtime.repo.model_bindings` reads them). Importing this module loads
+no SDK: the protocol is cheap.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from runtime.events import Usage
+
+ModelTier = Literal["simple", "default", "advanced"]
+"""Which of the repo's models a call uses (SPEC 8): `default` is the session model."""
 
 Message = dict[str, Any]
 """A Chat Completions message (`role`, `content`, `tool_calls`, `tool_call_id`)."""

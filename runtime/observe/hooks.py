@@ -17,12 +17,11 @@ the `call_subagent` call that started it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.events import DoneReason, ToolStatus, Usage
-from runtime.exceptions import ConfigurationError
 
 logger = logging.getLogger("amodal")
 
@@ -168,24 +167,3 @@ class Observers:
 
 
 NO_OBSERVERS = Observers()
-
-
-def tracing_from_environment(environ: Mapping[str, str]) -> list[RunObserver]:
-    """The OpenTelemetry observer when the standard `OTEL_*` variables name an exporter
-    (`OTEL_TRACES_EXPORTER` = `otlp` or `console`, or an `OTEL_EXPORTER_OTLP_ENDPOINT` /
-    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`); none otherwise, and none for
-    `OTEL_TRACES_EXPORTER=none`. `ConfigurationError` when the `otel` extra is missing."""
-    exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    if exporter == "none" or not (exporter or endpoint):
-        return []
-    try:
-        from runtime.otel import exporting_observer
-    except ImportError as error:
-        raise ConfigurationError(
-            "OTEL_* variables ask for traces, but OpenTelemetry is not installed: "
-            "pip install 'amodal-runtime[otel]' (or unset them)"
-        ) from error
-    return [exporting_observer(environ)]

@@ -21,7 +21,6 @@ import base64
 import binascii
 import contextlib
 import hashlib
-import importlib.util
 import json
 import logging
 import math
@@ -38,6 +37,7 @@ import anyio
 from runtime.exceptions import ConfigurationError, ToolError
 from runtime.outside.secrets import scrub, scrub_text
 from runtime.repo.bundle import McpServerDefinition
+from runtime.repo.integrations import EXTRA_HINT, sdk_available
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -52,15 +52,6 @@ FIRST_RETRY, LAST_RETRY = 1.0, 60.0
 PING_INTERVAL = 30.0
 """How often an idle session is pinged, so `/health` notices a server that went away."""
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-EXTRA_HINT = "MCP servers need the `mcp` extra: pip install 'amodal-runtime[mcp]'"
-
-
-def sdk_available() -> bool:
-    """True when the `mcp` SDK is installed (the `mcp` extra); it is not imported here."""
-    try:
-        return importlib.util.find_spec("mcp") is not None
-    except (ImportError, ValueError):  # ValueError: sys.modules["mcp"] is None
-        return False
 
 
 @dataclass(frozen=True, slots=True)

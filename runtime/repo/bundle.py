@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from runtime.exceptions import DefinitionWarning
-from runtime.models import ModelSettings
+from runtime.models import ModelSettings, ModelTier
 from runtime.repo.formats import ContextInjection, RepoConfig, StoreField
 from runtime.repo.registry import ToolInfo
 from runtime.repo.templates import Template
@@ -23,7 +23,6 @@ Predicate = Callable[[Any], object]
 """A synchronous function of the SurfaceContext; only an exact `True` includes its entry."""
 
 StoreMode = Literal["read", "rw"]
-ModelTier = Literal["simple", "default", "advanced"]
 
 DEFAULT_AGENT = "default"
 MAIN_AGENT = "main"

@@ -26,6 +26,8 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
 from pydantic_core import CoreSchema
 
+from runtime.models import ModelTier
+
 TONES: dict[str, str] = {
     "neutral": "Plain and even: state things directly, without flourish.",
     "friendly": "Warm and approachable: speak like a helpful colleague.",
@@ -343,7 +345,7 @@ class AgentConfig(Strict):
     mcp: tuple[Entry, ...] = ()
     stores: dict[str, StoreAccess] = Field(default_factory=dict)
     max_tool_calls: int | None = Field(default=None, ge=1, le=200)
-    model_tier: Literal["simple", "default", "advanced"] = "default"
+    model_tier: ModelTier = "default"
     model_settings: ModelSettings | None = None
     max_depth: int | None = Field(default=None, ge=1, le=5)
     timeout: int | None = Field(default=None, ge=5, le=600)

@@ -11,12 +11,12 @@ reprs, logs, events and results.
 from __future__ import annotations
 
 import base64
+import importlib.util
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from runtime.outside.mcp import EXTRA_HINT, sdk_available
 from runtime.repo._reader import Reader
 from runtime.repo._report import Report, Source
 from runtime.repo.bundle import ConnectionDefinition, Endpoint, McpServerDefinition, mcp_prefix
@@ -36,6 +36,17 @@ CONNECTIONS_DIR = "connections"
 REST_FILES = ("spec.json", "access.json", "surface.md", "rules.md")
 # Tool names `store__...` belong to store tools; a server of that name would collide.
 RESERVED_SERVER_NAMES = frozenset({"store"})
+
+
+EXTRA_HINT = "MCP servers need the `mcp` extra: pip install 'amodal-runtime[mcp]'"
+
+
+def sdk_available() -> bool:
+    """True when the `mcp` SDK is installed (the `mcp` extra); it is not imported here."""
+    try:
+        return importlib.util.find_spec("mcp") is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules["mcp"] is None
+        return False
 
 
 @dataclass

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from runtime._version import __version__
 from runtime.api import ChatResult, Runtime
 from runtime.engine.replay import position
 from runtime.engine.streams import LiveTurn
@@ -78,7 +79,7 @@ class ConfirmationBody(_Body):
 def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     """The ASGI app serving `runtime`."""
     live, chats = runtime.live, runtime.chats
-    app = FastAPI(title="amodal", version="0.1.0", default_response_class=TextJSONResponse)
+    app = FastAPI(title="amodal", version=__version__, default_response_class=TextJSONResponse)
     app.add_middleware(RequestGuard, limit=lambda: live().config.limits.max_request_bytes)
     install_error_handlers(app)
     install_openapi(app, live, auth.configured)

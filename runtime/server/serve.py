@@ -27,9 +27,9 @@ from uvicorn.supervisors import Multiprocess
 
 from runtime.api import Runtime
 from runtime.exceptions import AmodalError, NoModelError
-from runtime.models.endpoints import resolve_endpoint
-from runtime.observe.hooks import tracing_from_environment
+from runtime.observe.tracing import tracing_from_environment
 from runtime.repo import load_bundle
+from runtime.repo.model_bindings import resolve_endpoint
 from runtime.server.app import create_app
 from runtime.server.auth import Authenticator, check_binding
 from runtime.stores import purge_interval, purge_periodically

@@ -24,7 +24,8 @@ from typing import Any, Protocol
 import anyio
 
 from runtime.exceptions import ToolError
-from runtime.repo.bundle import Bundle, ModelTier
+from runtime.models import ModelTier
+from runtime.repo.bundle import Bundle
 from runtime.repo.registry import CALL_SUBAGENT
 from runtime.surface.prompt import list_item
 from runtime.surface.resolution import Surface, SurfaceContext

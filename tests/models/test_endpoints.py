@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from runtime.exceptions import ModelConfigError
-from runtime.models.endpoints import ModelEndpoint, display_url, resolve_endpoint
+from runtime.models.endpoints import ModelEndpoint, display_url
 from runtime.repo.formats import RepoConfig
+from runtime.repo.model_bindings import resolve_endpoint
 
 SECRET = "sk-test-7f3a9c1e-never-print-me"
 

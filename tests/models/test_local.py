@@ -20,10 +20,10 @@ import pytest
 from runtime import load_bundle
 from runtime.engine.model_pool import ModelRouter
 from runtime.exceptions import NoModelError
-from runtime.models.endpoints import resolve_endpoint
 from runtime.models.local import LOCAL_MODEL_NAME, NO_MODEL, start_local_model, weights_path
 from runtime.models.openai import OpenAIModel
 from runtime.repo.formats import RepoConfig
+from runtime.repo.model_bindings import resolve_endpoint
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 MODEL_VARIABLES = (
