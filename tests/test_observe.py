@@ -143,6 +143,7 @@ def test_an_exporter_named_by_the_environment_gets_a_tracing_observer() -> None:
 def test_tracing_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    monkeypatch.setitem(sys.modules, "runtime.otel", None)  # as if the extra were missing
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if the extra were missing
+    monkeypatch.delitem(sys.modules, "runtime.observe.otel", raising=False)
     with pytest.raises(ConfigurationError, match=r"amodal-runtime\[otel\]"):
         tracing_from_environment({"OTEL_TRACES_EXPORTER": "console"})
