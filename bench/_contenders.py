@@ -58,7 +58,7 @@ class Amodal:
         self._runtimes: dict[str, Any] = {}
 
     async def setup(self, urls: dict[str, str]) -> None:
-        from runtime import Runtime, load_bundle
+        from runtime import OpenAIModel, Runtime, load_bundle
 
         bundle = load_bundle(s.write_repo(Path(self._folder.name) / "repo"))
         self.storage = await self._open_storage()
@@ -67,7 +67,10 @@ class Amodal:
             client = _openai_client(urls[workload])
             self._runtimes[workload] = await self._stack.enter_async_context(
                 Runtime.open(
-                    bundle, database=self.storage, model=(client, s.MODEL), observers=observers
+                    bundle,
+                    database=self.storage,
+                    model=OpenAIModel(client, s.MODEL),
+                    observers=observers,
                 )
             )
             self._stack.push_async_callback(client.close)

@@ -46,20 +46,58 @@ from runtime.repo import LoadResult, load_bundle, load_repo
 from runtime.repo.bundle import AgentDefinition, Bundle
 
 if TYPE_CHECKING:
-    from runtime.api import ChatResult, Runtime
-    from runtime.events import Event, Usage
+    from runtime.api import ChatResult, RunningTurn, Runtime, SessionHistory
+    from runtime.events import (
+        AgentChange,
+        Choice,
+        ConfirmationRequired,
+        Done,
+        Error,
+        Event,
+        ModelUsage,
+        Session,
+        SubagentEnd,
+        SubagentStart,
+        SurfaceChanged,
+        TextDelta,
+        ToolCall,
+        ToolResult,
+        Usage,
+    )
     from runtime.models import Model, ModelSettings
+    from runtime.models.openai import OpenAIModel
     from runtime.observe.hooks import RunObserver
 
 # What runs agents loads on first use, so `import runtime` costs what loading a repo needs
 # (a CLI command or a validation never pays for the turn loop; bench/load.py measures it).
 _ON_FIRST_USE = {
     "ChatResult": "runtime.api",
+    "RunningTurn": "runtime.api",
     "Runtime": "runtime.api",
+    "SessionHistory": "runtime.api",
     "Event": "runtime.events",
     "Usage": "runtime.events",
+    **dict.fromkeys(
+        (
+            "AgentChange",
+            "Choice",
+            "ConfirmationRequired",
+            "Done",
+            "Error",
+            "ModelUsage",
+            "Session",
+            "SubagentEnd",
+            "SubagentStart",
+            "SurfaceChanged",
+            "TextDelta",
+            "ToolCall",
+            "ToolResult",
+        ),
+        "runtime.events",
+    ),
     "Model": "runtime.models",
     "ModelSettings": "runtime.models",
+    "OpenAIModel": "runtime.models.openai",
     "RunObserver": "runtime.observe.hooks",
 }
 
@@ -74,16 +112,21 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AgentChange",
     "AgentDefinition",
     "AmodalError",
     "AuthError",
     "Bundle",
     "ChatResult",
+    "Choice",
     "ConfigurationError",
     "ConfirmationNotFoundError",
+    "ConfirmationRequired",
     "DefinitionError",
     "DefinitionWarning",
     "DocumentError",
+    "Done",
+    "Error",
     "Event",
     "InvalidRepoError",
     "InvalidRequestError",
@@ -93,20 +136,31 @@ __all__ = [
     "ModelConfigError",
     "ModelError",
     "ModelSettings",
+    "ModelUsage",
     "NoModelError",
+    "OpenAIModel",
     "RecordExistsError",
     "RecordNotFoundError",
     "RequestError",
     "RootForbiddenError",
     "RunError",
     "RunObserver",
+    "RunningTurn",
     "Runtime",
+    "Session",
     "SessionBusyError",
+    "SessionHistory",
     "SessionNotFoundError",
     "StorageClosedError",
     "StorageError",
+    "SubagentEnd",
+    "SubagentStart",
+    "SurfaceChanged",
     "TemplateRenderError",
+    "TextDelta",
+    "ToolCall",
     "ToolError",
+    "ToolResult",
     "UnknownAgentError",
     "UnsupportedDatabaseError",
     "Usage",

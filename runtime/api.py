@@ -25,22 +25,31 @@ import anyio
 from runtime import events
 from runtime._text import json_problem
 from runtime.engine.chats import ChatService
+from runtime.engine.log import position
 from runtime.engine.model_pool import ModelRouter
-from runtime.engine.streams import TurnStreams
+from runtime.engine.services import Services
+from runtime.engine.streams import LiveTurn, TurnStreams
 from runtime.events import DoneReason, Event, Usage
-from runtime.exceptions import InvalidRequestError
-from runtime.models import Model
-from runtime.observe.hooks import Observers, RunObserver
+from runtime.exceptions import InvalidRequestError, RunError
+from runtime.models import Model, ModelTier
+from runtime.observe import Observers, RunObserver
 from runtime.outside.mcp import McpServers
 from runtime.outside.rest import Connections
 from runtime.repo.bundle import AgentDefinition, Bundle
 from runtime.repo.reload import LiveBundle, watch
-from runtime.storage import Storage, default_database_path, open_storage
+from runtime.storage import (
+    RunRecord,
+    SessionRecord,
+    Storage,
+    StoredEvent,
+    default_database_path,
+    open_storage,
+)
 from runtime.surface.caller import Caller, ChatRequest
 from runtime.surface.inspection import inspect_agent
 
-ModelChoice = str | Model | tuple[Any, str] | None
-"""A model name, an `(openai.AsyncOpenAI, model name)` pair, or any `Model`."""
+ModelChoice = str | Model | None
+"""A model name, or any `Model` (`OpenAIModel(client, name)` for your own `openai` client)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,26 +82,67 @@ class ChatResult:
         error = next((e.message for e in collected if isinstance(e, events.Error)), None)
         return cls(text, first.session_id, first.agent, last.reason, last.usage, collected, error)
 
+    def raise_for_error(self) -> ChatResult:
+        """Raise what failed the turn (the original exception when it ran in this process,
+        else a `RunError` with its message); the result itself when it did not fail."""
+        failed = next((e for e in self.events if isinstance(e, events.Error)), None)
+        if failed is None:
+            return self
+        if failed.cause is not None:
+            raise failed.cause
+        raise RunError(f"{failed.code}: {failed.message}")
+
+
+class RunningTurn:
+    """A turn started with `Runtime.begin`: it runs to its end whoever follows it."""
+
+    def __init__(self, live: LiveTurn) -> None:
+        self._live = live
+
+    @property
+    def session_id(self) -> str:
+        return self._live.turn.session_id
+
+    @property
+    def agent(self) -> str:
+        return self._live.turn.agent
+
+    def events(self) -> AsyncIterator[Event]:
+        """Every event of the turn from its start, as they happen, until its `done`. Any
+        number of consumers may follow it; one that stops early stops nothing."""
+        return self._live.tail()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHistory:
+    """A session and its whole log (`GET /sessions/{id}`)."""
+
+    session: SessionRecord
+    entries: tuple[StoredEvent, ...]
+
 
 class Runtime:
-    """An agent repo, its database and its models, open for chats. Make one with `open`."""
+    """An agent repo, its database and its models, open for chats. Make one with `open`.
+
+    Every front end (the CLI, the HTTP server and its protocol faces, the console, evals)
+    goes through these methods; the turn engine behind them is internal."""
 
     def __init__(
         self,
         live: LiveBundle,
-        storage: Storage,
+        services: Services,
+        mcp: McpServers,
         chats: ChatService,
         streams: TurnStreams,
-        mcp: McpServers,
     ) -> None:
         self.live = live
-        self.storage = storage
-        self.chats = chats
-        """The lower-level service the HTTP server uses (turns that refuse before streaming)."""
-        self.streams = streams
-        """Turns run in the background for clients that may lose their stream (HTTP)."""
+        """The newest good bundle and the last reload's error (`live.reload_error`)."""
+        self.storage = services.storage
         self.mcp = mcp
         """The repo's MCP servers: `rt.mcp.snapshot()` has each one's status, tools, error."""
+        self._services = services
+        self._chats = chats
+        self._streams = streams
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -143,10 +193,10 @@ class Runtime:
         """This runtime's repo, models and observers over another database: a path or URL
         (opened here, closed when the block ends) or an open `Storage` (left open). Evals
         give each case a throwaway one: `async with rt.with_database(":memory:") as case:`."""
-        chats = self.chats
+        own = self._services
         with _own_errors():
             async with self._running(
-                self.live, database, chats.models, chats.observers, chats.connections, self.mcp
+                self.live, database, own.models, own.observers, own.connections, self.mcp
             ) as runtime:
                 yield runtime
 
@@ -168,13 +218,12 @@ class Runtime:
         storage = (
             await open_storage(database) if isinstance(database, str | os.PathLike) else database
         )
-        chats = ChatService(
-            live, storage, models, observers=observers, connections=connections, mcp=mcp
-        )
+        services = Services(storage, models, observers, connections, mcp)
+        chats = ChatService(live, services)
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(chats.leases.run)
-                runtime = cls(live, storage, chats, TurnStreams(chats.leases, group), mcp)
+                runtime = cls(live, services, mcp, chats, TurnStreams(chats.leases, group))
                 if watch_repo:
                     ignore = default_database_path(live.root).parent
                     group.start_soon(
@@ -188,14 +237,32 @@ class Runtime:
                     await storage.close()
 
     @classmethod
-    def run_sync(cls, repo: str | os.PathLike[str], message: str, **options: Any) -> ChatResult:
-        """One turn, blocking, for scripts: `open`'s options (`database`, `model`, `observers`)
-        and `chat`'s (`agent`, `session_id`, `claims`, `context`, `operator`) in one call."""
-        opening = {k: options.pop(k) for k in ("database", "model", "observers") if k in options}
+    def run_sync(
+        cls,
+        repo: str | os.PathLike[str] | Bundle,
+        message: str,
+        *,
+        database: str | os.PathLike[str] | Storage | None = None,
+        model: ModelChoice = None,
+        observers: Iterable[RunObserver] = (),
+        agent: str | None = None,
+        session_id: str | None = None,
+        claims: Mapping[str, str] | None = None,
+        context: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> ChatResult:
+        """One turn, blocking, for scripts: `open` the repo, `chat` once, close."""
 
         async def once() -> ChatResult:
-            async with cls.open(repo, **opening) as runtime:
-                return await runtime.chat(message, **options)
+            async with cls.open(repo, database=database, model=model, observers=observers) as rt:
+                return await rt.chat(
+                    message,
+                    agent=agent,
+                    session_id=session_id,
+                    claims=claims,
+                    context=context,
+                    operator=operator,
+                )
 
         return anyio.run(once)
 
@@ -237,6 +304,14 @@ class Runtime:
     def _reloaded(self) -> None:
         self.mcp.reconcile(self.bundle.mcp_servers)
 
+    async def model(self, tier: ModelTier = "default") -> Model:
+        """The model a call at `tier` uses (the judge of evals asks for `advanced`)."""
+        return await self._services.models.model(self.bundle, tier)
+
+    def add_observer(self, observer: RunObserver) -> None:
+        """Watch every turn from now on (the server's `/metrics` does)."""
+        self._services.observers.add(observer)
+
     async def chat(
         self,
         message: str,
@@ -249,7 +324,7 @@ class Runtime:
     ) -> ChatResult:
         """One turn, run to its end. Refusals raise (`UnknownAgentError`,
         `SessionNotFoundError`, `SessionBusyError`, ...); a failure while it runs is
-        `result.reason == "error"` with `result.error`."""
+        `result.reason == "error"` with `result.error` (`result.raise_for_error()`)."""
         return ChatResult.of(
             [
                 event
@@ -276,9 +351,8 @@ class Runtime:
     ) -> AsyncIterator[Event]:
         """The turn's typed events as they happen, ending with `Done`. The turn starts when
         iteration starts; stopping early cancels it cleanly (what was committed stays)."""
-        request = ChatRequest(message, agent, dict(context or {}), session_id)
-        _check_text(request)
-        turn = await self.chats.start_turn(request, _caller(claims, operator))
+        request = _request(message, agent, context, session_id)
+        turn = await self._chats.start_turn(request, _caller(claims, operator))
         # aclosing: a consumer that stops early closes the turn now, not when it is collected.
         async with contextlib.aclosing(turn.events()) as streamed:
             async for event in streamed:
@@ -294,11 +368,118 @@ class Runtime:
         operator: bool = False,
     ) -> ChatResult:
         """Answer a pending confirmation: approval runs the call once, denial tells the model.
-        The run then goes on; its result is this turn's."""
-        turn = await self.chats.start_confirmation(
+        The run then goes on; its result is this turn's. Pass the claims (or `operator`)
+        the session was started with: another caller's session is not found."""
+        turn = await self._chats.start_confirmation(
             session_id, call_id, approve, _caller(claims, operator)
         )
         return ChatResult.of([event async for event in turn.events()])
+
+    async def begin(
+        self,
+        message: str,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        claims: Mapping[str, str] | None = None,
+        context: Mapping[str, str] | None = None,
+        operator: bool = False,
+        autonomous: bool = False,
+    ) -> RunningTurn:
+        """Start a turn that runs to its end whoever follows it, as the HTTP server does: a
+        client that goes away can pick its events up again (`follow`). Refusals raise
+        before it starts. `autonomous`: no person is present (SPEC 3)."""
+        request = _request(message, agent, context, session_id, autonomous)
+        turn = await self._chats.start_turn(request, _caller(claims, operator))
+        return RunningTurn(self._streams.start(turn))
+
+    async def begin_confirmation(
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> RunningTurn:
+        """`confirm`, run like `begin`."""
+        turn = await self._chats.start_confirmation(
+            session_id, call_id, approve, _caller(claims, operator)
+        )
+        return RunningTurn(self._streams.start(turn))
+
+    async def follow(
+        self,
+        session_id: str,
+        *,
+        after: str | None = None,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> AsyncIterator[Event]:
+        """The session's events after the event id `after` (`SEQ` or `SEQ:K`; from the start
+        when None), then its running turn's until its `done`, on any server of the
+        database. Refusals (unknown session, a malformed id) raise here, before any event."""
+        await self._chats.get_session(session_id, _caller(claims, operator))
+        try:
+            seen = position(after) if after else (0, 0)
+        except ValueError as error:
+            raise InvalidRequestError(str(error)) from None
+        return self._streams.follow(session_id, seen)
+
+    async def sessions(
+        self,
+        *,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SessionRecord]:
+        """The caller's own sessions (every session for the operator), newest activity first."""
+        return await self._chats.list_sessions(
+            _caller(claims, operator), limit=limit, offset=offset
+        )
+
+    async def session(
+        self,
+        session_id: str,
+        *,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> SessionHistory:
+        """A session with its whole log; `SessionNotFoundError` for another caller's."""
+        record, entries = await self._chats.get_session(session_id, _caller(claims, operator))
+        return SessionHistory(record, tuple(entries))
+
+    async def runs(
+        self,
+        session_id: str,
+        *,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> list[RunRecord]:
+        """Every run of the session (its turns and their specialists): the delegation tree."""
+        return await self._chats.get_runs(session_id, _caller(claims, operator))
+
+    async def delete_session(
+        self,
+        session_id: str,
+        *,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> None:
+        await self._chats.delete_session(session_id, _caller(claims, operator))
+
+
+def _request(
+    message: str,
+    agent: str | None,
+    context: Mapping[str, str] | None,
+    session_id: str | None,
+    autonomous: bool = False,
+) -> ChatRequest:
+    request = ChatRequest(message, agent, dict(context or {}), session_id, autonomous)
+    _check_text(request)
+    return request
 
 
 def _check_text(request: ChatRequest) -> None:
@@ -336,14 +517,9 @@ def _caller(claims: Mapping[str, str] | None, operator: bool) -> Caller:
 def _router(model: ModelChoice) -> ModelRouter:
     if model is None or isinstance(model, str):
         return ModelRouter(os.environ, model_name=model)
-    if isinstance(model, tuple):
-        from runtime.models.openai import OpenAIModel
-
-        client, name = model
-        return ModelRouter(os.environ, model=OpenAIModel(name, client))
     if isinstance(model, Model):
         return ModelRouter(os.environ, model=model)
     raise TypeError(
-        "model= takes a model name, an (openai.AsyncOpenAI, name) pair or a runtime.models.Model; "
-        f"got {type(model).__name__}"
+        "model= takes a model name or a runtime.models.Model (OpenAIModel(client, name) for "
+        f"your own openai client); got {type(model).__name__}"
     )

@@ -26,6 +26,7 @@ DoneReason = Literal[
     "error",
 ]
 ToolStatus = Literal["ok", "error", "denied", "timeout"]
+SpecialistStatus = Literal["ok", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +164,7 @@ class SubagentStart(_Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentEnd(_Event):
     type: ClassVar[str] = "subagent_end"
-    status: Literal["ok", "error"]
+    status: SpecialistStatus
     duration_ms: int
     usage: Usage = field(default_factory=Usage)
 
@@ -220,11 +221,18 @@ class ModelUsage(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Error(_Event):
-    """The turn failed: `code` is `model_error`, `runtime_error` or `internal_error`."""
+    """The turn failed: `code` is `model_error`, `runtime_error` or `internal_error`.
+
+    `cause` is the exception itself when the turn ran in this process (never on the
+    wire): `ChatResult.raise_for_error()` raises it."""
 
     type: ClassVar[str] = "error"
     code: str
     message: str
+    cause: BaseException | None = field(default=None, compare=False, repr=False)
+
+    def _fields(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

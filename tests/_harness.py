@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from runtime import events
-from runtime.api import Runtime
-from runtime.engine.chats import ChatService
+from runtime.api import Runtime, SessionHistory
 from runtime.events import Event
 from runtime.repo.bundle import Bundle
-from runtime.surface.caller import Caller, ChatRequest
+from runtime.storage import RunRecord
+from runtime.surface.caller import Caller
 
 
 class Harness:
@@ -28,10 +28,6 @@ class Harness:
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-
-    @property
-    def chats(self) -> ChatService:
-        return self.runtime.chats
 
     @property
     def bundle(self) -> Bundle:
@@ -43,18 +39,27 @@ class Harness:
         return self.runtime.bundle
 
     async def chat(self, message: str, caller: Caller | None = None, **request: Any) -> list[Event]:
-        turn = await self.chats.start_turn(
-            ChatRequest(message, **request), caller or Caller(operator=True)
+        who = caller or Caller(operator=True)
+        turn = await self.runtime.begin(
+            message, claims=who.claims, operator=who.operator, **request
         )
         return [event async for event in turn.events()]
 
     async def confirm(
         self, session_id: str, call_id: str, approve: bool, caller: Caller | None = None
     ) -> list[Event]:
-        turn = await self.chats.start_confirmation(
-            session_id, call_id, approve, caller or Caller(operator=True)
+        who = caller or Caller(operator=True)
+        turn = await self.runtime.begin_confirmation(
+            session_id, call_id, approve=approve, claims=who.claims, operator=who.operator
         )
         return [event async for event in turn.events()]
+
+    async def session(self, session_id: str) -> SessionHistory:
+        """The session and its log, as the operator sees it."""
+        return await self.runtime.session(session_id, operator=True)
+
+    async def runs(self, session_id: str) -> list[RunRecord]:
+        return await self.runtime.runs(session_id, operator=True)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from runtime import (
     UnknownAgentError,
     events,
 )
+from runtime.models.openai import OpenAIModel
 from runtime.storage import open_storage
 from runtime.testing import FunctionModel, ScriptedModel, tool_call
 
@@ -103,7 +104,7 @@ async def test_stopping_a_stream_early_cancels_the_turn_and_frees_the_session(
         slow.reply("one two three four five six seven eight")
         slow.reply("again")
         client = openai.AsyncOpenAI(base_url=slow.base_url, api_key="k", max_retries=0)
-        async with Runtime.open(team, model=(client, "scripted")) as rt:
+        async with Runtime.open(team, model=OpenAIModel(client, "scripted")) as rt:
             stream = rt.stream("talk")
             async for event in stream:
                 if isinstance(event, events.TextDelta):
@@ -113,7 +114,7 @@ async def test_stopping_a_stream_early_cancels_the_turn_and_frees_the_session(
             # The turn is over: the session takes a new one at once.
             again = await rt.chat("and now?", session_id=session)
             assert again.text == "again"
-            _, logged = await rt.chats.get_session(session, _operator())
+            logged = (await rt.session(session, operator=True)).entries
             assert "cancelled" in [e.data.get("reason") for e in logged if e.type == "done"]
         await client.close()
     finally:
@@ -243,7 +244,7 @@ async def test_model_takes_a_name_a_client_and_name_or_any_model(
     async with Runtime.open(team, model="chosen-model") as rt:
         assert (await rt.chat("a")).text == "by name"
     client = openai.AsyncOpenAI(base_url=scripted_model.base_url, api_key="k")
-    async with Runtime.open(team, model=(client, "client-model")) as rt:
+    async with Runtime.open(team, model=OpenAIModel(client, "client-model")) as rt:
         assert (await rt.chat("b")).text == "by client"
     assert [r.model for r in scripted_model.requests] == ["chosen-model", "client-model"]
     await client.close()  # the runtime left the client it was given open

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from runtime.surface.caller import Caller
 from runtime.testing import RecordedRequest, ScriptedModel, error, reply, tool_call
 from tests._harness import Harness, done
 
@@ -285,7 +284,7 @@ async def test_the_run_tree_is_recorded_and_streamed_with_run_ids(
     assert len(child_runs) == 2 and root_run not in child_runs
     nested = [e for e in events if e.type == "text_delta" and e.run_id in child_runs]
     assert nested, "a specialist's text streams with its own run_id"
-    runs = await lead.chats.get_runs(events[0].session_id, Caller(operator=True))
+    runs = await lead.runs(events[0].session_id)
     by_id = {r.id: r for r in runs}
     assert by_id[root_run].depth == 0 and by_id[root_run].status == "ok"
     children = [r for r in runs if r.parent_run_id == root_run]

@@ -114,7 +114,7 @@ async def test_rerooting_keeps_the_transcript_and_says_who_wrote_what(
         "You are writer now. Earlier assistant replies in this conversation were written by "
         "default, not by you; check them before relying on them.",
     ]
-    _, events = await team.chats.get_session(first[0].session_id, Caller(operator=True))
+    events = (await team.session(first[0].session_id)).entries
     writers = [(e.type, e.agent) for e in events if e.type == "assistant"]
     assert writers == [("assistant", "default"), ("assistant", "writer")]
 
@@ -180,7 +180,7 @@ async def test_each_turn_records_the_bundle_version_that_served_it(
     second = await h.chat("again", session_id=first[0].session_id)
     assert second[0].bundle_version == new.version != first[0].bundle_version
     assert "new desk lead" in (scripted_model.requests[-1].system or "")
-    _, events = await h.chats.get_session(first[0].session_id, Caller(operator=True))
+    events = (await h.session(first[0].session_id)).entries
     versions = [e.bundle_version for e in events if e.type == "user"]
     assert versions == [first[0].bundle_version, new.version]
     assert done(second).reason == "model_stop"

@@ -16,48 +16,30 @@ from collections.abc import Callable
 
 from runtime.engine.leases import LeaseKeeper
 from runtime.engine.loop import PendingCall, Resume
-from runtime.engine.model_pool import ModelRouter
 from runtime.engine.rooting import Rooting, choose_root
+from runtime.engine.services import Services
 from runtime.engine.turn import Turn
 from runtime.exceptions import ConfirmationNotFoundError, SessionNotFoundError
-from runtime.models import ToolCall
-from runtime.observe.hooks import NO_OBSERVERS, Observers
-from runtime.outside.mcp import McpServers
-from runtime.outside.rest import Connections
+from runtime.models import ToolCallRequest
 from runtime.repo.bundle import Bundle
 from runtime.repo.templates import clean_context
-from runtime.storage import RunRecord, SessionRecord, Storage, StoredEvent, utc_now
+from runtime.storage import RunRecord, SessionRecord, StoredEvent, utc_now
 from runtime.surface.caller import Caller, ChatRequest
-from runtime.surface.prompt import SessionPrompt
 
 
 class ChatService:
-    """Chats over the newest bundle, with durable sessions in `storage`."""
+    """Chats over the newest bundle, with durable sessions in `services.storage`."""
 
     def __init__(
-        self,
-        bundle: Callable[[], Bundle],
-        storage: Storage,
-        models: ModelRouter,
-        *,
-        observers: Observers = NO_OBSERVERS,
-        instance: str | None = None,
-        connections: Connections | None = None,
-        mcp: McpServers | None = None,
+        self, bundle: Callable[[], Bundle], services: Services, *, instance: str | None = None
     ) -> None:
         self.bundle = bundle
-        self.storage = storage
-        self.models = models
-        self.observers = observers
-        self.connections = connections or Connections()
-        """The HTTP client of REST connections."""
-        self.mcp = mcp
-        """The MCP servers (None: no server runs, so none is ready)."""
+        self.services = services
+        self.storage = services.storage
         self.instance = instance or uuid.uuid4().hex[:8]
-        self.leases = LeaseKeeper(storage, self.instance)
+        self.leases = LeaseKeeper(services.storage, self.instance)
         """Takes sessions' leases and renews them; its `run()` must be running (Runtime.open
         runs it) for a turn to keep its session past `lease_seconds`."""
-        self._prompts: dict[str, SessionPrompt] = {}
 
     async def start_turn(self, request: ChatRequest, caller: Caller) -> Turn:
         """Check and claim everything a turn needs; raises before anything streams."""
@@ -83,7 +65,7 @@ class ChatService:
             await self.storage.create_session(session)
         lease = await self.leases.acquire(session.id)
         return Turn(
-            self,
+            self.services,
             bundle,
             session,
             caller,
@@ -108,10 +90,10 @@ class ChatService:
         if not await self.storage.delete_pending(session_id, call_id):
             await lease.release()
             raise ConfirmationNotFoundError(session_id, call_id)  # another request took it
-        call = ToolCall(pending.call_id, pending.tool, json.dumps(pending.arguments))
+        call = ToolCallRequest(pending.call_id, pending.tool, json.dumps(pending.arguments))
         resume = Resume(PendingCall(call, int(pending.state.get("used", 0))), approve)
         return Turn(
-            self,
+            self.services,
             bundle,
             session,
             caller,
@@ -147,7 +129,7 @@ class ChatService:
     async def delete_session(self, session_id: str, caller: Caller) -> None:
         await self._session(session_id, caller)
         await self.storage.delete_session(session_id)
-        self._prompts.pop(session_id, None)
+        self.services.prompts.pop(session_id, None)
 
     async def _session(self, session_id: str, caller: Caller) -> SessionRecord:
         session = await self.storage.get_session(session_id)
@@ -159,6 +141,3 @@ class ChatService:
         ):
             raise SessionNotFoundError(session_id)
         return session
-
-    def prompt_cache(self, session_id: str) -> SessionPrompt:
-        return self._prompts.setdefault(session_id, SessionPrompt())

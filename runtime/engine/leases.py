@@ -14,13 +14,22 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 
 import anyio
 
-from runtime.engine.transcript import INTERRUPTED, unanswered_calls
+from runtime.engine.log import (
+    DoneEntry,
+    Entry,
+    ErrorEntry,
+    Logged,
+    ToolResultEntry,
+    append,
+    open_turn,
+)
+from runtime.engine.transcript import open_calls, rebuild
 from runtime.exceptions import SessionBusyError
-from runtime.storage import Storage, StoredEvent
+from runtime.storage import Storage
 
 logger = logging.getLogger("amodal")
 
@@ -68,19 +77,13 @@ class LeaseKeeper:
         self._held: dict[str, TurnLease] = {}
 
     async def acquire(self, session_id: str) -> TurnLease:
-        """Take the session's lease, or `SessionBusyError` while another turn holds it; what a
-        dead holder left open is closed first (`recover`)."""
+        """Take the session's lease, or `SessionBusyError` while another turn holds it. What a
+        dead holder left open is the new holder's to close (`recover`)."""
         holder = f"{self.instance}:{uuid.uuid4().hex[:8]}"
         if not await self.storage.try_acquire_turn(session_id, holder, self.seconds):
             raise SessionBusyError(session_id)
         lease = TurnLease(self, session_id, holder)
         self._held[holder] = lease
-        try:
-            await recover(self.storage, session_id)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await lease.release()
-            raise
         return lease
 
     def forget(self, lease: TurnLease) -> None:
@@ -102,48 +105,42 @@ class LeaseKeeper:
                         )
 
 
-async def recover(storage: Storage, session_id: str, open_turn: StoredEvent | None = None) -> bool:
-    """Close what a dead holder of the session left open; the caller holds the lease now.
+async def recover(
+    storage: Storage, session_id: str, entries: list[Logged], awaiting: Set[str] = frozenset()
+) -> list[Logged]:
+    """Close what a dead holder of the session left open; the caller holds the lease now and
+    has read the session's log (`entries`). The entries this appended. A call a person is
+    asked to approve (pending, or in `awaiting`: being answered now) is left open.
 
-    Its runs still `running` become `interrupted`; its tool calls without a result get an
-    interrupted one; its turn gets the `error` and `done` it never wrote, so anyone
-    following it sees it end. `open_turn` is the dead turn's `turn` entry when the
-    caller knows it (its root run may never have been recorded). True when anything was
-    closed.
+    A turn whose log has no `done` died with its holder, whether or not its run was ever
+    recorded: its runs still `running` become `interrupted`, its tool calls without a
+    result get an interrupted one, and it gets the `error` and `done` it never wrote, so
+    anyone following it sees it end.
     """
+    dead = open_turn(entries)
+    if dead is None:
+        return []
     closed = await storage.interrupt_runs(session_id, INTERRUPTED_RUN)
-    roots = [(run.id, run.agent) for run in closed if run.depth == 0]
-    if open_turn is not None and open_turn.run_id not in {run_id for run_id, _ in roots}:
-        roots.append((open_turn.run_id or "", open_turn.agent or ""))
-    if not roots:
-        return False
     logger.warning("turn_interrupted", extra={"event": "turn_interrupted", "session": session_id})
-    for call_id, name in await unanswered_calls(storage, session_id):
-        run_id, agent = roots[0]
-        await storage.append_event(
-            session_id,
-            "tool_result",
-            {
-                "call_id": call_id,
-                "name": name,
-                "status": "error",
-                "duration_ms": 0,
-                "error": "interrupted",
-                "content": INTERRUPTED,
-            },
-            run_id=run_id,
-            agent=agent,
-            bundle_version=None,
-        )
-    for run_id, agent in roots:
-        for type, data in (
-            ("error", {"code": "interrupted", "message": INTERRUPTED_RUN}),
-            ("done", {"reason": "error", "usage": {"input": 0, "output": 0, "cached": 0}}),
-        ):
-            await storage.append_event(
-                session_id, type, data, run_id=run_id, agent=agent, bundle_version=None
+    roots = [(run.id, run.agent) for run in closed if run.depth == 0 and run.id != dead.run_id]
+    roots.insert(0, (dead.run_id, dead.agent))
+    appended: list[Logged] = []
+
+    async def write(entry: Entry, run_id: str, agent: str) -> None:
+        appended.append(
+            await append(
+                storage, session_id, entry, run_id=run_id, agent=agent, bundle_version=None
             )
-    return True
+        )
+
+    pending = {p.call_id for p in await storage.list_pending(session_id)} | awaiting
+    for call_id, name in open_calls(rebuild(entries, repair=False)):
+        if call_id not in pending:
+            await write(ToolResultEntry.interrupted(call_id, name), dead.run_id, dead.agent)
+    for run_id, agent in roots:
+        await write(ErrorEntry("interrupted", INTERRUPTED_RUN), run_id, agent)
+        await write(DoneEntry("error"), run_id, agent)
+    return appended
 
 
 __all__ = [

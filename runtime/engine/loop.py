@@ -23,11 +23,20 @@ from typing import Any
 
 import anyio
 
-from runtime.engine.recorder import Recorder
-from runtime.engine.replay import shown_arguments, wire_events
+from runtime.engine.log import (
+    AnswerEntry,
+    ChoiceEntry,
+    ConfirmationEntry,
+    Entry,
+    Recorder,
+    TextEntry,
+    ToolResultEntry,
+    shown_arguments,
+)
+from runtime.engine.transcript import assistant_message, tool_message
 from runtime.events import DoneReason, Event, ToolStatus, Usage
 from runtime.exceptions import ModelError, ToolError
-from runtime.models import Model, ModelReply, ModelSettings, ToolCall
+from runtime.models import Model, ModelReply, ModelSettings, ToolCallRequest
 from runtime.observe.hooks import (
     NO_OBSERVERS,
     ModelCallEnded,
@@ -72,7 +81,7 @@ class RunSpec:
 class PendingCall:
     """A confirm-required call waiting for a person; stored durably to resume the run."""
 
-    call: ToolCall
+    call: ToolCallRequest
     used: int
 
 
@@ -119,22 +128,16 @@ async def run_loop(
             if isinstance(item, ModelReply):
                 reply = item
             elif text.add(item):
-                for event in await _record(spec, recorder, "text", {"text": text.take()}):
+                for event in await _record(spec, recorder, TextEntry(text.take())):
                     yield event
         if text:
-            for event in await _record(spec, recorder, "text", {"text": text.take()}):
+            for event in await _record(spec, recorder, TextEntry(text.take())):
                 yield event
         assert reply is not None  # a model always ends with a reply or raises
         calls = [] if out_of_budget else list(reply.tool_calls)
-        message = _assistant_message(reply.text, calls)
-        transcript.append(message)
-        answered = {
-            "text": reply.text,
-            "tool_calls": message.get("tool_calls", []),
-            "model": reply.model,
-            "usage": reply.usage.as_json(),
-        }
-        for event in await _record(spec, recorder, "assistant", answered):
+        answer = AnswerEntry(reply.text, tuple(calls), reply.model, reply.usage)
+        transcript.append(assistant_message(answer))
+        for event in await _record(spec, recorder, answer):
             yield event  # the model's usage, then one tool_call event per call
         if out_of_budget or not calls:
             yield RunOutcome("max_tool_calls" if out_of_budget else "model_stop", reply.text)
@@ -150,17 +153,13 @@ async def run_loop(
         async for event in _results(spec, transcript, recorder, step.done, used):
             yield event
         if step.choice is not None:
-            asked = {"question": step.choice["question"], "options": step.choice["options"]}
-            for event in await _record(spec, recorder, "choice", asked):
+            asked = ChoiceEntry(step.choice["question"], tuple(step.choice["options"]))
+            for event in await _record(spec, recorder, asked):
                 yield event
         if step.pending is not None:
             call = step.pending.call
-            waiting = {
-                "call_id": call.id,
-                "name": call.name,
-                "arguments": shown_arguments(call.arguments),
-            }
-            for event in await _record(spec, recorder, "confirmation_required", waiting):
+            waiting = ConfirmationEntry(call.id, call.name, shown_arguments(call.arguments))
+            for event in await _record(spec, recorder, waiting):
                 yield event
         if step.reason is not None:
             yield RunOutcome(step.reason, reply.text, step.pending)
@@ -191,11 +190,9 @@ class _TextBuffer:
         return text
 
 
-async def _record(
-    spec: RunSpec, recorder: Recorder, type: str, data: dict[str, Any]
-) -> list[Event]:
-    """Write one log entry; the events it stands for on the wire, with their ids."""
-    return wire_events(await recorder.record(type, data, run_id=spec.run_id, agent=spec.agent))
+async def _record(spec: RunSpec, recorder: Recorder, entry: Entry) -> list[Event]:
+    """Write one entry of this run; the events it stands for on the wire, with their ids."""
+    return await recorder.record(entry, run_id=spec.run_id, agent=spec.agent)
 
 
 def _model_call(
@@ -297,14 +294,14 @@ async def _streaming_nested(
 class _Step:
     """What one response's calls came to."""
 
-    done: list[tuple[ToolCall, dict[str, Any]]]  # calls with a result, in call order
+    done: list[tuple[ToolCallRequest, _Outcome]]  # calls with a result, in call order
     used: int
     reason: DoneReason | None = None
     choice: dict[str, Any] | None = None
     pending: PendingCall | None = None
 
 
-async def _run_calls(spec: RunSpec, calls: list[ToolCall], used: int) -> _Step:
+async def _run_calls(spec: RunSpec, calls: list[ToolCallRequest], used: int) -> _Step:
     """Run one response's calls. `stop_execution` ends the run before anything else runs;
     `ask_choice` and a confirm-required call end the turn after the other calls ran."""
     step = _Step([], used)
@@ -313,21 +310,20 @@ async def _run_calls(spec: RunSpec, calls: list[ToolCall], used: int) -> _Step:
         step.done = [
             (
                 call,
-                _ok(call, {"stopped": True})
+                _ok({"stopped": True})
                 if call.name == STOP_EXECUTION
-                else _error(call, "not run: the run stopped"),
+                else _error("not run: the run stopped"),
             )
             for call in calls
         ]
         return step
-    results: dict[int, dict[str, Any]] = {}
+    results: dict[int, _Outcome] = {}
     runnable: list[int] = []
     for index, call in enumerate(calls):
         tool = spec.tools.get(call.name)
         confirm = tool is not None and tool.needs_confirmation(_parsed(call.arguments))
         if tool is not None and (call.name == ASK_CHOICE or confirm) and not spec.interactive:
             results[index] = _denied(
-                call,
                 "a specialist runs without a person to ask or to "
                 "approve; decide with the tools you have",
             )
@@ -335,26 +331,26 @@ async def _run_calls(spec: RunSpec, calls: list[ToolCall], used: int) -> _Step:
             arguments = _parsed(call.arguments)
             problems = tool.argument_errors(arguments)
             if problems:
-                results[index] = _error(call, "invalid arguments: " + "; ".join(problems))
+                results[index] = _error("invalid arguments: " + "; ".join(problems))
             else:
                 results[index] = _ok(
-                    call, {"asked": True, "note": "the person's answer is the next user message"}
+                    {"asked": True, "note": "the person's answer is the next user message"}
                 )
                 step.choice, step.reason = arguments, "awaiting_choice"
         elif tool is not None and confirm and step.reason is None:
             problem = _argument_problem(tool, call)
             if problem is not None:  # never ask a person to approve a call that cannot run
-                results[index] = _error(call, problem)
+                results[index] = _error(problem)
             else:
                 step.pending = PendingCall(call, used)  # its result comes when a person decides
                 step.reason = "awaiting_confirmation"
         elif tool is not None and (confirm or call.name == ASK_CHOICE):
-            results[index] = _error(call, "not run: the turn is waiting for the person")
+            results[index] = _error("not run: the turn is waiting for the person")
         else:
             runnable.append(index)
     budget_left = spec.max_tool_calls - used
     for index in runnable[budget_left:]:
-        results[index] = _error(calls[index], "not run: the tool-call budget is spent")
+        results[index] = _error("not run: the tool-call budget is spent")
     executed = runnable[:budget_left]
     for index, result in zip(
         executed, await _execute(spec, [calls[i] for i in executed]), strict=True
@@ -367,22 +363,22 @@ async def _run_calls(spec: RunSpec, calls: list[ToolCall], used: int) -> _Step:
     return step
 
 
-async def _execute(spec: RunSpec, calls: list[ToolCall]) -> list[dict[str, Any]]:
+async def _execute(spec: RunSpec, calls: list[ToolCallRequest]) -> list[_Outcome]:
     """Run calls concurrently (bounded); results come back in call order."""
-    results: list[dict[str, Any]] = [{} for _ in calls]
+    results: list[_Outcome | None] = [None for _ in calls]
     limiter = anyio.CapacityLimiter(MAX_PARALLEL_TOOLS)
 
-    async def one(index: int, call: ToolCall) -> None:
+    async def one(index: int, call: ToolCallRequest) -> None:
         async with limiter:
             results[index] = await _observed_call(spec, call)
 
     async with anyio.create_task_group() as group:
         for index, call in enumerate(calls):
             group.start_soon(one, index, call)
-    return results
+    return [result for result in results if result is not None]
 
 
-async def _observed_call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
+async def _observed_call(spec: RunSpec, call: ToolCallRequest) -> _Outcome:
     if not spec.observers:
         return await _call(spec, call)
     started = ToolCallStarted(
@@ -398,7 +394,7 @@ async def _observed_call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
     ended = ToolCallEnded("error", 0.0, error="cancelled")
     try:
         result = await _call(spec, call)
-        ended = ToolCallEnded(result["status"], 0.0, result.get("result"), result.get("error"))
+        ended = ToolCallEnded(result.status, 0.0, result.result, result.error)
         return result
     finally:
         elapsed = time.monotonic() - clock
@@ -407,27 +403,26 @@ async def _observed_call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
         )
 
 
-async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
+async def _call(spec: RunSpec, call: ToolCallRequest) -> _Outcome:
     """One tool call: never raises; every failure is a result the model reads."""
     started = time.monotonic()
     tool = spec.tools.get(call.name)
     if tool is None:
         return _error(
-            call, f"unknown tool {call.name!r}; available tools: " + ", ".join(sorted(spec.tools))
+            f"unknown tool {call.name!r}; available tools: " + ", ".join(sorted(spec.tools))
         )
     problem = _argument_problem(tool, call)
     if problem is not None:
-        return _error(call, problem)
+        return _error(problem)
     arguments = _parsed(call.arguments)
     context = dataclasses.replace(spec.tool_context, call_id=call.id)
     try:
         with anyio.fail_after(tool.timeout):
             value = await tool.handler(arguments, context)
     except ToolError as error:
-        return _status(call, "error", error=str(error), started=started)
+        return _status("error", error=str(error), started=started)
     except TimeoutError as error:
         return _status(
-            call,
             "timeout",
             error=str(error) or f"the tool did not finish within {tool.timeout:g} s",
             started=started,
@@ -435,16 +430,16 @@ async def _call(spec: RunSpec, call: ToolCall) -> dict[str, Any]:
     # A tool is user code: its failure is the model's to handle. SystemExit too: a handler
     # calling sys.exit() must not end a server.
     except (Exception, SystemExit) as error:
-        return _status(call, "error", error=f"{type(error).__name__}: {error}", started=started)
-    return _status(call, "ok", result=value, started=started)
+        return _status("error", error=f"{type(error).__name__}: {error}", started=started)
+    return _status("ok", result=value, started=started)
 
 
-def _nests(spec: RunSpec, call: ToolCall) -> bool:
+def _nests(spec: RunSpec, call: ToolCallRequest) -> bool:
     tool = spec.tools.get(call.name)
     return tool is not None and tool.nests
 
 
-def _argument_problem(tool: Tool, call: ToolCall) -> str | None:
+def _argument_problem(tool: Tool, call: ToolCallRequest) -> str | None:
     """Why the call's arguments cannot be passed to the tool, listing what is valid."""
     arguments = _parsed(call.arguments)
     if arguments is _MALFORMED:
@@ -459,10 +454,10 @@ def _argument_problem(tool: Tool, call: ToolCall) -> str | None:
     return None
 
 
-async def _resumed_result(spec: RunSpec, resume: Resume) -> dict[str, Any]:
+async def _resumed_result(spec: RunSpec, resume: Resume) -> _Outcome:
     call = resume.pending.call
     if not resume.approved:
-        return _denied(call, "the person denied this call")
+        return _denied("the person denied this call")
     return await _observed_call(spec, call)
 
 
@@ -470,15 +465,24 @@ async def _results(
     spec: RunSpec,
     transcript: list[dict[str, Any]],
     recorder: Recorder,
-    done: list[tuple[ToolCall, dict[str, Any]]],
+    done: list[tuple[ToolCallRequest, _Outcome]],
     used: int,
 ) -> AsyncIterator[Event]:
     """Append each result to the transcript and the log, then stream it."""
-    for call, result in done:
-        payload = result.get("result") if result["status"] == "ok" else {"error": result["error"]}
+    for call, outcome in done:
+        payload = outcome.result if outcome.status == "ok" else {"error": outcome.error}
         content = encode_result(with_budget(payload, used, spec.max_tool_calls), spec.result_limit)
-        transcript.append({"role": "tool", "tool_call_id": call.id, "content": content})
-        for event in await _record(spec, recorder, "tool_result", {**result, "content": content}):
+        entry = ToolResultEntry(
+            call.id,
+            call.name,
+            outcome.status,
+            content,
+            outcome.duration_ms,
+            outcome.result,
+            outcome.error,
+        )
+        transcript.append(tool_message(entry))
+        for event in await _record(spec, recorder, entry):
             yield event
 
 
@@ -497,16 +501,6 @@ def _messages(
     return messages
 
 
-def _assistant_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in calls
-        ]
-    return message
-
-
 _MALFORMED: Any = object()
 
 
@@ -517,38 +511,33 @@ def _parsed(arguments: str) -> Any:
         return _MALFORMED
 
 
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """How one tool call ended: `result` when `ok`, else `error`."""
+
+    status: ToolStatus
+    duration_ms: int
+    result: Any = None
+    error: str | None = None
+
+
 def _status(
-    call: ToolCall,
-    status: ToolStatus,
-    *,
-    started: float,
-    result: Any = None,
-    error: str | None = None,
-) -> dict[str, Any]:
-    """A tool call's result as it is logged and streamed (the `tool_result` event's fields)."""
-    body: dict[str, Any] = {
-        "call_id": call.id,
-        "name": call.name,
-        "status": status,
-        "duration_ms": round((time.monotonic() - started) * 1000),
-    }
-    if status == "ok":
-        body["result"] = result
-    else:
-        body["error"] = error
-    return body
+    status: ToolStatus, *, started: float, result: Any = None, error: str | None = None
+) -> _Outcome:
+    duration_ms = round((time.monotonic() - started) * 1000)
+    return _Outcome(status, duration_ms, result if status == "ok" else None, error)
 
 
-def _ok(call: ToolCall, result: Any) -> dict[str, Any]:
-    return _status(call, "ok", result=result, started=time.monotonic())
+def _ok(result: Any) -> _Outcome:
+    return _Outcome("ok", 0, result)
 
 
-def _error(call: ToolCall, message: str) -> dict[str, Any]:
-    return _status(call, "error", error=message, started=time.monotonic())
+def _error(message: str) -> _Outcome:
+    return _Outcome("error", 0, error=message)
 
 
-def _denied(call: ToolCall, message: str) -> dict[str, Any]:
-    return _status(call, "denied", error=message, started=time.monotonic())
+def _denied(message: str) -> _Outcome:
+    return _Outcome("denied", 0, error=message)
 
 
 __all__ = ["EventSink", "PendingCall", "Resume", "RunOutcome", "RunSpec", "Usage", "run_loop"]

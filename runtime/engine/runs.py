@@ -18,13 +18,19 @@ from typing import Any
 import anyio
 
 from runtime import events
+from runtime.engine.log import (
+    ProposalEntry,
+    Recorder,
+    SessionLog,
+    SpecialistEndEntry,
+    SpecialistStartEntry,
+)
 from runtime.engine.loop import EventSink, PendingCall, Resume, RunOutcome, RunSpec, run_loop
-from runtime.engine.model_pool import ModelRouter
-from runtime.engine.recorder import EventLog, Recorder
+from runtime.engine.services import Services
 from runtime.events import Event, Usage
 from runtime.models import ModelTier
-from runtime.observe.hooks import Observers, RunEnded, RunStarted
-from runtime.outside.mcp import NO_SERVERS, McpServers, McpSnapshot
+from runtime.observe.hooks import RunEnded, RunStarted
+from runtime.outside.mcp import NO_SERVERS, McpSnapshot
 from runtime.outside.rest import Connections
 from runtime.repo.bundle import Bundle
 from runtime.repo.registry import CALL_SUBAGENT, REQUEST
@@ -112,25 +118,31 @@ async def recorded_run(
 
 @dataclass
 class TurnScope:
-    """What every run of one turn shares."""
+    """What every run of one turn shares: the bundle it started on, the runtime's services,
+    the session's log, the channel specialists' events stream through, the delegation
+    budget, and the MCP servers as this turn sees them, from its start to its end."""
 
     bundle: Bundle
     session_id: str
     root_agent: str
-    storage: Storage
-    models: ModelRouter
-    recorder: EventLog
-    observers: Observers
+    services: Services
+    recorder: SessionLog
     sink: EventSink
-    connections: Connections = field(default_factory=Connections)
-    mcp: McpServers | None = None
     budget: DelegationBudget = field(init=False)
     servers: McpSnapshot = field(init=False)
-    """The MCP servers as this turn sees them, from its start to its end."""
 
     def __post_init__(self) -> None:
         self.budget = DelegationBudget.for_bundle(self.bundle)
-        self.servers = self.mcp.snapshot() if self.mcp is not None else NO_SERVERS
+        mcp = self.services.mcp
+        self.servers = mcp.snapshot() if mcp is not None else NO_SERVERS
+
+    @property
+    def storage(self) -> Storage:
+        return self.services.storage
+
+    @property
+    def connections(self) -> Connections:
+        return self.services.connections
 
     def resolve(self, agent: str, caller: SurfaceContext) -> Surface:
         """`agent`'s surface for this caller in this turn (against its MCP snapshot)."""
@@ -138,7 +150,9 @@ class TurnScope:
 
     async def propose(self, proposal: dict[str, Any], context: ToolContext) -> None:
         """Keep a proposed source change in the session's log for a person to review."""
-        await self.recorder.record("proposal", proposal, run_id=context.run_id, agent=context.agent)
+        await self.recorder.record(
+            ProposalEntry(proposal), run_id=context.run_id, agent=context.agent
+        )
 
     def tools_for(
         self, surface: Surface, caller: SurfaceContext, run_id: str, depth: int
@@ -146,7 +160,7 @@ class TurnScope:
         """The tools of one run: exactly what its surface grants, sorted by name."""
         bundle = self.bundle
         tools = build_tools(bundle, surface, propose=self.propose, storage=self.storage)
-        tools.update(mcp_tools(bundle, surface, self.servers, self.mcp))
+        tools.update(mcp_tools(bundle, surface, self.servers, self.services.mcp))
         if surface.connections:
             tools[REQUEST] = request_tool(bundle, surface, self.connections)
         if surface.subagents:
@@ -194,7 +208,7 @@ class TurnScope:
                 context_prompt=None,  # CONTEXT.md is for the agent that roots the chat only
                 tools=self.tools_for(surface, caller, run_id, depth),
                 max_tool_calls=agent.max_tool_calls or DEFAULT_SPECIALIST_BUDGET,
-                model=await self.models.model(bundle, tier or agent.model_tier),
+                model=await self.services.models.model(bundle, tier or agent.model_tier),
                 settings=agent.model_settings,
                 cache_key=f"amodal:{bundle.config.name}:{name}",
                 tool_context=ToolContext(
@@ -202,17 +216,14 @@ class TurnScope:
                 ),
                 interactive=False,
                 result_limit=bundle.config.limits.max_tool_result_chars,
-                observers=self.observers,
+                observers=self.services.observers,
             )
 
         self.recorder.stream_run(run_id)  # its events reach the client through the sink
         await self.recorder.record(
-            "subagent_start",
-            {"parent_run_id": parent_run_id, "depth": depth, "subagent": name, "label": label},
-            run_id=run_id,
-            agent=name,
+            SpecialistStartEntry(parent_run_id, depth, name, label), run_id=run_id, agent=name
         )
-        self.observers.notify("run_started", started)
+        self.services.observers.notify("run_started", started)
         transcript: list[dict[str, Any]] = [
             {"role": "user", "content": task_message(task, attachments)}
         ]
@@ -234,14 +245,10 @@ class TurnScope:
         return answer
 
     async def _end_specialist(self, started: RunStarted, result: RunResult, elapsed: float) -> None:
-        ended = {
-            "status": "error" if result.error else "ok",
-            "duration_ms": round(elapsed * 1000),
-            "usage": result.usage.as_json(),
-        }
-        await self.recorder.record(
-            "subagent_end", ended, run_id=started.run_id, agent=started.agent
+        ended = SpecialistEndEntry(
+            "error" if result.error else "ok", round(elapsed * 1000), result.usage
         )
-        self.observers.notify(
+        await self.recorder.record(ended, run_id=started.run_id, agent=started.agent)
+        self.services.observers.notify(
             "run_ended", started, RunEnded(result.status, result.usage, elapsed, result.error)
         )

@@ -23,10 +23,9 @@ import anyio
 from anyio.abc import TaskGroup
 
 from runtime.engine.leases import LeaseKeeper, recover
-from runtime.engine.replay import Position, after, position
+from runtime.engine.log import DoneEntry, Position, after, open_turn, position, read
 from runtime.engine.turn import Turn
 from runtime.events import Event
-from runtime.storage import StoredEvent
 
 POLL_SECONDS = 0.05
 """How often a follower reads the log of a turn that runs on another server."""
@@ -94,7 +93,7 @@ class TurnStreams:
         """The session's events after `seen`, then its running turn's until its `done`."""
         live = self._live.get(session_id)  # looked up before reading the log: no gap between
         storage = self._leases.storage
-        entries = await storage.list_events(session_id)
+        entries = await read(storage, session_id)
         for event in after(entries, seen):
             seen = position(event.id)
             yield event
@@ -102,41 +101,30 @@ class TurnStreams:
             async for event in live.tail(seen):
                 yield event
             return
-        running = _running_turn(entries)
-        read = entries[-1].seq if entries else 0  # entries read so far (some stand for no event)
+        running = open_turn(entries)
+        read_to = entries[-1].seq if entries else 0  # read so far (some stand for no event)
         quiet_since = time.monotonic()
         while running is not None:
             await anyio.sleep(POLL_SECONDS)
-            entries = await storage.list_events(session_id, read)
+            entries = await read(storage, session_id, read_to)
             for event in after(entries, seen):
                 seen = position(event.id)
                 yield event
-            if any(e.type == "done" and e.run_id == running.run_id for e in entries):
+            if any(isinstance(e.entry, DoneEntry) and e.run_id == running.run_id for e in entries):
                 return
             if entries:
-                read, quiet_since = entries[-1].seq, time.monotonic()
+                read_to, quiet_since = entries[-1].seq, time.monotonic()
             elif time.monotonic() - quiet_since > self._leases.seconds / 3:
                 quiet_since = time.monotonic()
-                await self._close_if_dead(session_id, running)
+                await self._close_if_dead(session_id)
 
-    async def _close_if_dead(self, session_id: str, running: StoredEvent) -> None:
+    async def _close_if_dead(self, session_id: str) -> None:
         """A turn silent for a while may have lost its server: if nobody holds its session,
         close it (its `done` then ends the stream)."""
         storage = self._leases.storage
         probe = f"follower:{uuid.uuid4().hex[:8]}"
         if await storage.try_acquire_turn(session_id, probe, self._leases.seconds):
             try:
-                await recover(storage, session_id, running)
+                await recover(storage, session_id, await read(storage, session_id))
             finally:
                 await storage.release_turn(session_id, probe)
-
-
-def _running_turn(entries: list[StoredEvent]) -> StoredEvent | None:
-    """The log's last `turn` entry when its turn has no `done` yet."""
-    running = None
-    for entry in entries:
-        if entry.type == "turn":
-            running = entry
-        elif entry.type == "done" and running is not None and entry.run_id == running.run_id:
-            running = None
-    return running

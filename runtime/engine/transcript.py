@@ -1,6 +1,6 @@
-"""A session's model transcript, rebuilt from its append-only event log.
+"""What the model is shown of a session: its transcript, rebuilt from the session's log.
 
-Only the root runs' events form the conversation (a specialist's work reaches
+Only the root runs' entries form the conversation (a specialist's work reaches
 it as a tool result). The rebuilt transcript is always valid for the next model
 call: a tool call left without a result (a crash, a cancelled turn) gets an
 `interrupted` result, except the one call a person is still asked to approve.
@@ -8,58 +8,61 @@ call: a tool call left without a result (a crash, a cancelled turn) gets an
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Set
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-if TYPE_CHECKING:
-    from runtime.storage import Storage
+from runtime.engine.log import (
+    INTERRUPTED_CONTENT,
+    AnswerEntry,
+    HandoffEntry,
+    Logged,
+    ToolResultEntry,
+    TurnEntry,
+    UserEntry,
+    read,
+)
+from runtime.storage import Storage
 
-INTERRUPTED = json.dumps({"error": "interrupted: the turn ended before this call finished"})
+Message = dict[str, Any]
 
 
-class LoggedEvent(Protocol):
-    @property
-    def type(self) -> str: ...
-    @property
-    def run_id(self) -> str | None: ...
-    @property
-    def data(self) -> dict[str, Any]: ...
+def assistant_message(answer: AnswerEntry) -> Message:
+    """A model's answer as the model is shown it on the next call."""
+    message: Message = {"role": "assistant", "content": answer.text}
+    if answer.calls:
+        message["tool_calls"] = answer.calls_data()
+    return message
+
+
+def tool_message(result: ToolResultEntry) -> Message:
+    return {"role": "tool", "tool_call_id": result.call_id, "content": result.content}
 
 
 def rebuild(
-    events: Iterable[LoggedEvent], pending: Set[str] = frozenset(), *, repair: bool = True
-) -> list[dict[str, Any]]:
-    """OpenAI chat messages of the conversation; `pending` are call ids awaiting approval.
+    entries: Iterable[Logged], pending: Set[str] = frozenset(), *, repair: bool = True
+) -> list[Message]:
+    """The conversation as chat messages; `pending` are call ids awaiting approval.
 
     With `repair`, calls left without a result get an `interrupted` one.
     """
-    root_runs: set[str | None] = set()
-    messages: list[dict[str, Any]] = []
-    for event in events:
-        if event.type == "turn":
-            root_runs.add(event.run_id)
-        elif event.run_id not in root_runs:
+    root_runs: set[str] = set()
+    messages: list[Message] = []
+    for logged in entries:
+        entry = logged.entry
+        if isinstance(entry, TurnEntry):
+            root_runs.add(logged.run_id)
+        elif logged.run_id not in root_runs:
             continue
-        elif event.type in ("user", "handoff"):
-            messages.append({"role": "user", "content": event.data["text"]})
-        elif event.type == "assistant":
-            message: dict[str, Any] = {"role": "assistant", "content": event.data["text"] or ""}
-            if event.data.get("tool_calls"):
-                message["tool_calls"] = event.data["tool_calls"]
-            messages.append(message)
-        elif event.type == "tool_result":
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": event.data["call_id"],
-                    "content": event.data["content"],
-                }
-            )
+        elif isinstance(entry, UserEntry | HandoffEntry):
+            messages.append({"role": "user", "content": entry.text})
+        elif isinstance(entry, AnswerEntry):
+            messages.append(assistant_message(entry))
+        elif isinstance(entry, ToolResultEntry):
+            messages.append(tool_message(entry))
     return _close_open_calls(messages, pending) if repair else messages
 
 
-def open_calls(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def open_calls(messages: list[Message]) -> list[tuple[str, str]]:
     """(id, tool name) of the tool calls that have no result yet."""
     answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
     return [
@@ -75,15 +78,15 @@ async def unanswered_calls(storage: Storage, session_id: str) -> list[tuple[str,
     """(id, tool name) of the session's tool calls left without a result, except those a
     person is asked to approve: what a turn that was cut off must close."""
     pending = {p.call_id for p in await storage.list_pending(session_id)}
-    messages = rebuild(await storage.list_events(session_id), repair=False)
+    messages = rebuild(await read(storage, session_id), repair=False)
     return [(call_id, name) for call_id, name in open_calls(messages) if call_id not in pending]
 
 
-def _close_open_calls(messages: list[dict[str, Any]], pending: Set[str]) -> list[dict[str, Any]]:
+def _close_open_calls(messages: list[Message], pending: Set[str]) -> list[Message]:
     missing = {call_id for call_id, _ in open_calls(messages)} - set(pending)
     if not missing:
         return messages
-    repaired: list[dict[str, Any]] = []
+    repaired: list[Message] = []
     index = 0
     while index < len(messages):
         message = messages[index]
@@ -97,7 +100,7 @@ def _close_open_calls(messages: list[dict[str, Any]], pending: Set[str]) -> list
             repaired.append(messages[index])
             index += 1
         repaired.extend(
-            {"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED}
+            {"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_CONTENT}
             for call in message["tool_calls"]
             if call["id"] in missing
         )

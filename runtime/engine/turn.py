@@ -14,32 +14,43 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from runtime import events
-from runtime.engine.leases import TurnLease
+from runtime.engine.leases import TurnLease, recover
+from runtime.engine.log import (
+    DoneEntry,
+    Entry,
+    ErrorEntry,
+    HandoffEntry,
+    Logged,
+    PromptEntry,
+    RootChangeEntry,
+    SessionLog,
+    SurfaceChangeEntry,
+    ToolResultEntry,
+    TurnEntry,
+    UserEntry,
+    read,
+)
 from runtime.engine.loop import EventSink, Resume, RunSpec
-from runtime.engine.recorder import EventLog
-from runtime.engine.replay import wire_events
 from runtime.engine.rooting import Rooting, handoff_note
 from runtime.engine.runs import RunResult, TurnScope, recorded_run
-from runtime.engine.transcript import INTERRUPTED, rebuild, unanswered_calls
+from runtime.engine.services import Services
+from runtime.engine.transcript import rebuild, unanswered_calls
 from runtime.events import DoneReason, Event, Usage
 from runtime.exceptions import AmodalError, ModelError
-from runtime.models import ModelSettings, ToolCall
+from runtime.models import ModelSettings, ToolCallRequest
 from runtime.observe.hooks import TurnEnded, TurnStarted
 from runtime.repo.bundle import MAIN_AGENT, AgentDefinition, Bundle
-from runtime.storage import PendingConfirmation, RunRecord, SessionRecord, StoredEvent, utc_now
+from runtime.storage import PendingConfirmation, RunRecord, SessionRecord, utc_now
 from runtime.surface.caller import Caller
 from runtime.surface.prompt import context_prompt
 from runtime.surface.resolution import Surface, resolve
 from runtime.tools import ToolContext
 from runtime.tools.delegation import LABEL_CHARS
-
-if TYPE_CHECKING:
-    from runtime.engine.chats import ChatService
 
 logger = logging.getLogger("amodal")
 
@@ -49,7 +60,7 @@ class Turn:
 
     def __init__(
         self,
-        service: ChatService,
+        services: Services,
         bundle: Bundle,
         session: SessionRecord,
         caller: Caller,
@@ -61,7 +72,7 @@ class Turn:
         context: Mapping[str, str],
         resume: Resume | None = None,
     ) -> None:
-        self.service = service
+        self.services = services
         self.bundle = bundle
         self.session = session
         self.caller = caller
@@ -77,19 +88,8 @@ class Turn:
         self.reason: DoneReason | None = None
         """Why the turn ended, once it has."""
         sink = EventSink()
-        self._log = EventLog(service.storage, session.id, bundle.version, sink)
-        self._scope = TurnScope(
-            bundle,
-            session.id,
-            rooting.agent,
-            service.storage,
-            service.models,
-            self._log,
-            service.observers,
-            sink,
-            service.connections,
-            service.mcp,
-        )
+        self._log = SessionLog(services.storage, session.id, bundle.version, sink)
+        self._scope = TurnScope(bundle, session.id, rooting.agent, services, self._log, sink)
         self._consumed = False
 
     @property
@@ -105,7 +105,7 @@ class Turn:
         if self._consumed:
             raise RuntimeError("a turn's events can be read once")
         self._consumed = True
-        observers = self.service.observers
+        observers = self.services.observers
         started = TurnStarted(self.session.id, self.run_id, self.agent, self.bundle.version)
         observers.notify("turn_started", started)
         clock = time.monotonic()
@@ -125,7 +125,7 @@ class Turn:
                     logger.exception(
                         "turn_failed", extra={"event": "turn_failed", "session": self.session.id}
                     )
-                for event in await self._logged("error", code=code, message=error):
+                for event in await self._logged(ErrorEntry(code, error)):
                     yield event
         except BaseException:
             reason, error = "cancelled", "cancelled"
@@ -153,24 +153,21 @@ class Turn:
             await self.lease.release()
 
     async def _finish(self, reason: DoneReason) -> list[Event]:
-        done = await self._logged("done", reason=reason, usage=self.usage.as_json())
+        done = await self._logged(DoneEntry(reason, self.usage))
         await self.lease.release()
         self._scope.sink.close()
         return done
 
     async def _events(self) -> AsyncIterator[Event]:
-        bundle, storage, session = self.bundle, self.service.storage, self.session
-        history = await storage.list_events(session.id)
+        bundle, storage, session = self.bundle, self.services.storage, self.session
+        history = await read(storage, session.id)
+        answering = {self.resume.pending.call.id} if self.resume is not None else set()
+        history += await recover(storage, session.id, history, answering)  # a dead turn's rest
         definition = bundle.agents.get(self.agent) if self.agent != MAIN_AGENT else None
         caller = self.caller.surface_context(self.agent, self.context)
         surface = self._scope.resolve(self.agent, caller)
-        for event in await self._logged(
-            "turn",
-            agent=self.agent,
-            surface=surface.fingerprint,
-            context=self.context,
-            created=self.created,
-        ):
+        started = TurnEntry(self.agent, surface.fingerprint, self.context, self.created)
+        for event in await self._logged(started):
             yield event  # `session`, first of every turn
         waiting = await storage.list_pending(session.id)
         if self.message is not None:
@@ -181,12 +178,10 @@ class Turn:
                 yield event
         changed = _surface_changed(history, self.agent, surface)
         if changed is not None:
-            for event in await self._logged(
-                "surface_changed", agent=self.agent, fingerprint=changed
-            ):
+            for event in await self._logged(SurfaceChangeEntry(self.agent, changed)):
                 yield event
         if self.message is not None:
-            await self._record("user", text=self.message)
+            await self._log.record(UserEntry(self.message), run_id=self.run_id, agent=self.agent)
 
         logged = [*history, *self._log.appended]
         pending_ids = {p.call_id for p in waiting} if self.message is None else set()
@@ -205,7 +200,7 @@ class Turn:
                 context_prompt=context_prompt(definition, self.context),
                 tools=self._scope.tools_for(surface, caller, self.run_id, 0),
                 max_tool_calls=_budget(bundle, definition),
-                model=await self.service.models.model(
+                model=await self.services.models.model(
                     bundle, definition.model_tier if definition else "default"
                 ),
                 settings=definition.model_settings if definition else ModelSettings(),
@@ -215,7 +210,7 @@ class Turn:
                 ),
                 result_limit=bundle.config.limits.max_tool_result_chars,
                 nested=self._scope.sink,
-                observers=self.service.observers,
+                observers=self.services.observers,
             )
 
         result: RunResult | None = None
@@ -239,21 +234,15 @@ class Turn:
         must follow its assistant message, so it is written before the new message."""
         denied: list[Event] = []
         for pending in waiting:
-            if await self.service.storage.delete_pending(self.session.id, pending.call_id):
+            if await self.services.storage.delete_pending(self.session.id, pending.call_id):
                 denial = "not approved: the person sent a new message instead"
                 denied += await self._logged(
-                    "tool_result",
-                    call_id=pending.call_id,
-                    name=pending.tool,
-                    status="denied",
-                    duration_ms=0,
-                    error=denial,
-                    content=json.dumps({"error": denial}),
+                    ToolResultEntry.denied(pending.call_id, pending.tool, denial)
                 )
         return denied
 
-    async def _save_pending(self, call: ToolCall, used: int) -> None:
-        await self.service.storage.save_pending(
+    async def _save_pending(self, call: ToolCallRequest, used: int) -> None:
+        await self.services.storage.save_pending(
             PendingConfirmation(
                 self.session.id,
                 call.id,
@@ -278,46 +267,38 @@ class Turn:
             )
         else:  # the old root was removed by a reload: it offered nothing we can name
             before = surface
-        await self.service.storage.set_root(self.session.id, self.agent)
-        changed = await self._logged("agent", **{"from": previous, "to": self.agent})
-        await self._record("handoff", text=handoff_note(previous, self.agent, before, surface))
+        await self.services.storage.set_root(self.session.id, self.agent)
+        changed = await self._logged(RootChangeEntry(previous, self.agent))
+        note = handoff_note(previous, self.agent, before, surface)
+        await self._logged(HandoffEntry(note))
         return changed
 
     async def _system_prompt(
-        self, agent: AgentDefinition | None, surface: Surface, logged: list[StoredEvent]
+        self, agent: AgentDefinition | None, surface: Surface, logged: list[Logged]
     ) -> str:
         """The session's prompt: the stored one while its key holds (byte-stable across turns
         and restarts), else a new one, recorded for the next turns."""
-        cache = self.service.prompt_cache(self.session.id)
+        cache = self.services.prompt(self.session.id)
         if not cache.key:
-            stored = next((e for e in reversed(logged) if e.type == "prompt"), None)
+            stored = next(
+                (e.entry for e in reversed(logged) if isinstance(e.entry, PromptEntry)), None
+            )
             if stored is not None:
-                cache.text, cache.key = stored.data["text"], tuple(stored.data["key"])
+                cache.text, cache.key = stored.text, stored.key
         before = cache.key
         text = cache.get(self.bundle, agent, surface, self.context)
         if cache.key != before:
-            await self._record("prompt", text=text, key=list(cache.key))
+            await self._logged(PromptEntry(text, cache.key))
         return text
 
     async def _close_interrupted(self) -> None:
         """Give every call left without a result an `interrupted` one (a cancelled turn)."""
-        for call_id, name in await unanswered_calls(self.service.storage, self.session.id):
-            await self._record(
-                "tool_result",
-                call_id=call_id,
-                name=name,
-                status="error",
-                duration_ms=0,
-                error="interrupted",
-                content=INTERRUPTED,
-            )
+        for call_id, name in await unanswered_calls(self.services.storage, self.session.id):
+            await self._logged(ToolResultEntry.interrupted(call_id, name))
 
-    async def _record(self, type: str, **data: Any) -> None:
-        await self._log.record(type, data, run_id=self.run_id, agent=self.agent)
-
-    async def _logged(self, type: str, **data: Any) -> list[Event]:
+    async def _logged(self, entry: Entry) -> list[Event]:
         """Write an entry of the root run; the events it stands for on the wire."""
-        return wire_events(await self._log.record(type, data, run_id=self.run_id, agent=self.agent))
+        return await self._log.record(entry, run_id=self.run_id, agent=self.agent)
 
 
 def _failure(failure: Exception) -> tuple[str, str]:
@@ -329,10 +310,10 @@ def _failure(failure: Exception) -> tuple[str, str]:
     return "internal_error", f"{type(failure).__name__}: {failure}"
 
 
-def _surface_changed(history: list[StoredEvent], agent: str, surface: Surface) -> str | None:
+def _surface_changed(history: list[Logged], agent: str, surface: Surface) -> str | None:
     """The new fingerprint when the same root's surface changed since its last turn."""
-    last = next((e for e in reversed(history) if e.type == "turn"), None)
-    if last is None or last.agent != agent or last.data.get("surface") == surface.fingerprint:
+    last = next((e.entry for e in reversed(history) if isinstance(e.entry, TurnEntry)), None)
+    if last is None or last.agent != agent or last.surface == surface.fingerprint:
         return None
     return surface.fingerprint
 

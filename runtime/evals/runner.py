@@ -103,7 +103,7 @@ async def run_evals(
         async with Runtime.open(bundle, database=folder / "run.db", model=model) as runtime:
             # Resolve the session model before the clock of any case starts: the first
             # resolution loads the SDK (or starts the offline model, or says none is set).
-            await runtime.chats.models.model(runtime.bundle, "default")
+            await runtime.model("default")
 
             async def attempt(index: int, number: int) -> None:
                 async with limiter:
@@ -285,7 +285,7 @@ async def _documents(runtime: Runtime, case: Case) -> dict[str, dict[str, JSONOb
 
 
 async def _judge(runtime: Runtime, case: Case, seen: Observation) -> Grade:
-    model = await runtime.chats.models.model(runtime.bundle, "advanced")
+    model = await runtime.model("advanced")
     assert case.expect.judge is not None
     return await grade(
         model,

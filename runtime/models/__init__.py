@@ -43,7 +43,7 @@ class ModelSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCallRequest:
     """A tool call the model asked for. `arguments` is the raw JSON text, unparsed."""
 
     id: str
@@ -56,7 +56,7 @@ class ModelReply:
     """The whole answer of one model call, yielded last by `Model.stream`."""
 
     text: str
-    tool_calls: tuple[ToolCall, ...]
+    tool_calls: tuple[ToolCallRequest, ...]
     usage: Usage
     model: str
     """The model that answered, as the response names it (else the one requested)."""
@@ -89,4 +89,4 @@ class Model(Protocol):
         ...
 
 
-__all__ = ["Message", "Model", "ModelReply", "ModelSettings", "ToolCall", "ToolSchema"]
+__all__ = ["Message", "Model", "ModelReply", "ModelSettings", "ToolCallRequest", "ToolSchema"]

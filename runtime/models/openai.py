@@ -23,7 +23,7 @@ import openai
 
 from runtime.events import Usage
 from runtime.exceptions import ModelError
-from runtime.models import Message, ModelReply, ModelSettings, ToolCall, ToolSchema
+from runtime.models import Message, ModelReply, ModelSettings, ToolCallRequest, ToolSchema
 from runtime.models.endpoints import ModelEndpoint, accepts_prompt_cache_key, display_url
 
 logger = logging.getLogger("amodal")
@@ -104,7 +104,7 @@ class _Assembler:
 
     def reply(self) -> ModelReply:
         calls = tuple(
-            ToolCall(call.id or f"call_{index}", call.name, "".join(call.arguments))
+            ToolCallRequest(call.id or f"call_{index}", call.name, "".join(call.arguments))
             for index, call in sorted(self.calls.items())
         )
         return ModelReply(
@@ -124,7 +124,7 @@ class OpenAIModel:
 
     Build it from an endpoint (`OpenAIModel.for_endpoint`, how the runtime builds
     models from amodal.json), or from your own `openai.AsyncOpenAI` client
-    (`OpenAIModel("gpt-4.1-mini", client)`); a client you pass stays yours to close.
+    (`OpenAIModel(client, "gpt-4.1-mini")`); a client you pass stays yours to close.
 
     The SDK's own retries are off: this model retries 429, 5xx, timeouts,
     connection errors and streams that break or end before their finish reason
@@ -138,8 +138,8 @@ class OpenAIModel:
 
     def __init__(
         self,
-        model: str,
         client: openai.AsyncOpenAI,
+        model: str,
         *,
         max_retries: int = 3,
         backoff: float = 0.5,
@@ -171,7 +171,7 @@ class OpenAIModel:
             timeout=timeout,
         )
         model = cls(
-            endpoint.model, client, max_retries=max_retries, backoff=backoff, owns_client=True
+            client, endpoint.model, max_retries=max_retries, backoff=backoff, owns_client=True
         )
         model.endpoint = endpoint  # keeps "no key" as None, not the placeholder sent
         return model

@@ -18,9 +18,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime._version import __version__
-from runtime.api import ChatResult, Runtime
-from runtime.engine.replay import position
-from runtime.engine.streams import LiveTurn
+from runtime.api import ChatResult, RunningTurn, Runtime
 from runtime.events import Event
 from runtime.exceptions import AmodalError, RequestError, UnknownAgentError
 from runtime.observe.metrics import Metrics
@@ -37,7 +35,6 @@ from runtime.server.guard import RequestGuard
 from runtime.server.openapi import EVENTS, TURN, answers, install_openapi
 from runtime.server.store_routes import add_store_routes
 from runtime.storage import MAX_QUERY_LIMIT, RunRecord, SessionRecord
-from runtime.surface.caller import ChatRequest
 from runtime.surface.inspection import inspect_agent
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -78,7 +75,7 @@ class ConfirmationBody(_Body):
 
 def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     """The ASGI app serving `runtime`."""
-    live, chats = runtime.live, runtime.chats
+    live = runtime.live
     app = FastAPI(title="amodal", version=__version__, default_response_class=TextJSONResponse)
     app.add_middleware(RequestGuard, limit=lambda: live().config.limits.max_request_bytes)
     install_error_handlers(app)
@@ -91,11 +88,18 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         who = auth.caller(authorization)
         if body.session_id is not None:
             _check_session_id(body.session_id)
-        request = ChatRequest(
-            body.message, body.agent, body.context, body.session_id, body.autonomous
+        turn = await _start(
+            runtime.begin(
+                body.message,
+                agent=body.agent,
+                session_id=body.session_id,
+                context=body.context,
+                claims=who.claims,
+                operator=who.operator,
+                autonomous=body.autonomous,
+            )
         )
-        turn = await _start(chats.start_turn(request, who))
-        return await _respond(runtime.streams.start(turn), body.stream)
+        return await _respond(turn, body.stream)
 
     @app.post(
         "/sessions/{session_id}/confirmations/{call_id}",
@@ -110,8 +114,12 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     ) -> Response:
         who = auth.caller(authorization)
         _check_session_id(session_id)
-        turn = await _start(chats.start_confirmation(session_id, call_id, body.approve, who))
-        return await _respond(runtime.streams.start(turn), body.stream)
+        turn = await _start(
+            runtime.begin_confirmation(
+                session_id, call_id, approve=body.approve, claims=who.claims, operator=who.operator
+            )
+        )
+        return await _respond(turn, body.stream)
 
     @app.get("/sessions")
     async def list_sessions(
@@ -121,7 +129,9 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     ) -> dict[str, Any]:
         """The caller's own sessions (every session for an operator), newest activity first."""
         who = auth.caller(authorization)
-        sessions = await _start(chats.list_sessions(who, limit=limit, offset=offset))
+        sessions = await _start(
+            runtime.sessions(claims=who.claims, operator=who.operator, limit=limit, offset=offset)
+        )
         return {
             "sessions": [_session_json(session) for session in sessions],
             "limit": limit,
@@ -134,7 +144,10 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     ) -> dict[str, Any]:
         who = auth.caller(authorization)
         _check_session_id(session_id)
-        session, events = await _start(chats.get_session(session_id, who))
+        history = await _start(
+            runtime.session(session_id, claims=who.claims, operator=who.operator)
+        )
+        session, events = history.session, history.entries
         return {
             "id": session.id,
             "agent": session.root_agent,
@@ -163,7 +176,8 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     ) -> dict[str, Any]:
         who = auth.caller(authorization)
         _check_session_id(session_id)
-        return run_tree(await _start(chats.get_runs(session_id, who)))
+        runs = runtime.runs(session_id, claims=who.claims, operator=who.operator)
+        return run_tree(await _start(runs))
 
     @app.get(
         "/sessions/{session_id}/events",
@@ -180,13 +194,14 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         turn live until `done`, as SSE: how a client that lost its stream picks it up."""
         who = auth.caller(authorization)
         _check_session_id(session_id)
-        await _start(chats.get_session(session_id, who))
         given = after if after is not None else last_event_id
         if given and not EVENT_ID.fullmatch(given):
             message = f"not an event id: {given!r} (expected SEQ or SEQ:K, digits)"
             raise ApiError(422, "invalid_event_id", message)
-        seen = position(given) if given else (0, 0)
-        return _event_stream(runtime.streams.follow(session_id, seen))
+        followed = runtime.follow(
+            session_id, after=given or None, claims=who.claims, operator=who.operator
+        )
+        return _event_stream(await _start(followed))
 
     @app.delete("/sessions/{session_id}", status_code=204, responses=answers(404))
     async def delete_session(
@@ -194,7 +209,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     ) -> Response:
         who = auth.caller(authorization)
         _check_session_id(session_id)
-        await _start(chats.delete_session(session_id, who))
+        await _start(runtime.delete_session(session_id, claims=who.claims, operator=who.operator))
         return Response(status_code=204)
 
     @app.get("/agents")
@@ -256,7 +271,7 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     metrics = Metrics()
     metrics.count_reload_failures(lambda: live.failed_reloads)
     metrics.count_mcp_servers(lambda: runtime.mcp.snapshot())
-    chats.observers.add(metrics)
+    runtime.add_observer(metrics)
 
     @app.get(
         "/metrics",
@@ -294,12 +309,12 @@ def _check_session_id(session_id: str) -> None:
         )
 
 
-async def _respond(live: LiveTurn, stream: bool) -> Response:
+async def _respond(turn: RunningTurn, stream: bool) -> Response:
     """The turn's events as SSE, or one JSON document when it ends. Either way the turn runs
     to its end if the client goes away; the client can pick its events up again."""
     if stream:
-        return _event_stream(live.tail())
-    result = ChatResult.of([event async for event in live.tail()])
+        return _event_stream(turn.events())
+    result = ChatResult.of([event async for event in turn.events()])
     return JSONResponse(
         {
             "session_id": result.session_id,

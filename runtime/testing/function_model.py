@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from runtime.exceptions import ModelError
-from runtime.models import Message, ModelReply, ModelSettings, ToolCall, ToolSchema
+from runtime.models import Message, ModelReply, ModelSettings, ToolCallRequest, ToolSchema
 from runtime.testing._steps import Step, reply, token_counts
 
 Answer = Callable[[list[Message], list[ToolSchema]], "str | Step | Awaitable[str | Step]"]
@@ -86,7 +86,7 @@ class FunctionModel:
             yield step.text
         number = len(self.calls)
         calls = tuple(
-            ToolCall(call.id or f"call_{number}_{index}", call.name, call.arguments)
+            ToolCallRequest(call.id or f"call_{number}_{index}", call.name, call.arguments)
             for index, call in enumerate(step.tool_calls, 1)
         )
         yield ModelReply(

@@ -17,7 +17,7 @@ import pytest
 
 from runtime.events import Usage
 from runtime.exceptions import ModelError
-from runtime.models import Model, ModelReply, ModelSettings, ToolCall
+from runtime.models import Model, ModelReply, ModelSettings, ToolCallRequest
 from runtime.models.endpoints import (
     ModelEndpoint,
     accepts_prompt_cache_key,
@@ -127,7 +127,7 @@ async def test_tool_call_is_assembled_from_split_deltas(model: ScriptedModel) ->
     async with client_for(model) as client:
         deltas, final = await collect(client)
     assert deltas == []
-    assert final.tool_calls == (ToolCall("call_abc", "get_weather", json.dumps(arguments)),)
+    assert final.tool_calls == (ToolCallRequest("call_abc", "get_weather", json.dumps(arguments)),)
     assert json.loads(final.tool_calls[0].arguments) == arguments
     assert final.finish_reason == "tool_calls"
 
@@ -201,11 +201,11 @@ async def test_tools_and_model_settings_are_sent_as_given(model: ScriptedModel) 
 async def test_a_client_of_your_own_is_used_and_left_open(model: ScriptedModel) -> None:
     model.reply("from your client").reply("still open")
     client = openai.AsyncOpenAI(base_url=model.base_url, api_key=SECRET)
-    own = OpenAIModel("my-model", client)
+    own = OpenAIModel(client, "my-model")
     assert isinstance(own, Model) and own.name == "my-model"
     _, final = await collect(own)
     await own.aclose()
-    _, again = await collect(OpenAIModel("my-model", client))  # the client is still usable
+    _, again = await collect(OpenAIModel(client, "my-model"))  # the client is still usable
     await client.close()
     assert (final.text, again.text) == ("from your client", "still open")
     assert model.requests[0].model == "my-model"

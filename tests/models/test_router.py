@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from runtime.events import Event
-from runtime.surface.caller import Caller
 from runtime.testing import ScriptedModel, reply
 from tests._harness import Harness, done
 
@@ -141,7 +140,7 @@ async def test_the_usage_event_names_the_model_that_answered(
     assert scripted_model.requests[0].model == "small-model"
     assert usage_models(events) == ["small-model-2025-06-01"]
     session = events[0].session_id
-    _, stored = await chats.harness.chats.get_session(session, Caller(operator=True))
+    stored = (await chats.harness.session(session)).entries
     assistant = [event.data["model"] for event in stored if event.type == "assistant"]
     assert assistant == ["small-model-2025-06-01"]
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from runtime.surface.caller import Caller
 from runtime.testing import ScriptedModel
 from tests._harness import Harness
 
@@ -107,7 +106,7 @@ async def test_a_proposed_change_is_kept_for_review_and_never_applied(
     assert result["status"] == "ok" and result["result"]["proposal_id"].startswith("prop_")
     root = files.bundle.root
     assert (root / "agents/default/AGENT.md").read_text() == "You are a helpful assistant.\n"
-    _, events = await files.chats.get_session(result["session_id"], Caller(operator=True))
+    events = (await files.session(result["session_id"])).entries
     proposals = [e.data for e in events if e.type == "proposal"]
     assert proposals[0]["path"] == "agents/default/AGENT.md"
     assert proposals[0]["content"] == "You obey no one." and proposals[0]["reason"] == "test"

@@ -1,0 +1,748 @@
+"""A session's log: one typed entry per kind, and the wire events each one stands for.
+
+The log is append-only. Storage keeps an entry as its `kind` and its `data()` (a
+JSON object); this module is the only place that knows the kinds. A turn writes
+typed entries (`SessionLog.append`) and streams the events `wire_events` derives
+from them, with the same ids a client replaying the log later gets (`decode`
+reads a stored entry back, `after` replays from an id), so a client that lost its
+stream sees the same events, once each, as one that never did.
+
+An entry stands for zero or more events: an `AnswerEntry` (a model's answer) for
+the `usage` event and one `tool_call` per call it asked for, ids `SEQ`, `SEQ:1`,
+`SEQ:2`...; `UserEntry`, `HandoffEntry`, `PromptEntry` and `ProposalEntry` for none.
+The field names of `data()` are the stored shape (and what `GET /sessions/{id}`
+shows): they never change, so logs written by earlier versions decode too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, Protocol, Self
+
+import anyio
+
+from runtime import events
+from runtime.events import DoneReason, Event, ToolStatus, Usage
+from runtime.models import ToolCallRequest
+from runtime.storage import JSONObject, Storage, StoredEvent
+
+Position = tuple[int, int]
+"""Where an event sits in a log: (entry seq, index of the event within the entry)."""
+
+INTERRUPTED_CALL = "interrupted"
+INTERRUPTED_CONTENT = json.dumps({"error": "interrupted: the turn ended before this call finished"})
+
+
+@dataclass(frozen=True, slots=True)
+class Logged:
+    """One entry as it sits in a session's log."""
+
+    session_id: str
+    seq: int
+    run_id: str
+    agent: str
+    bundle_version: str
+    created_at: datetime
+    entry: Entry
+
+    def event_fields(self, index: int = 0) -> dict[str, str]:
+        """What every event of this entry has: its session, its run, and its own id."""
+        return {
+            "session_id": self.session_id,
+            "run_id": self.run_id,
+            "id": str(self.seq) if index == 0 else f"{self.seq}:{index}",
+        }
+
+
+class Entry(Protocol):
+    kind: ClassVar[str]
+
+    def data(self) -> JSONObject:
+        """The stored shape."""
+        ...
+
+    def events(self, at: Logged) -> list[Event]:
+        """The streamed events this entry stands for, in order, with their ids."""
+        ...
+
+
+class _Silent:
+    """An entry that stands for no event."""
+
+    def events(self, at: Logged) -> list[Event]:
+        return []
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEntry:
+    """First of every turn: the root agent, its surface's fingerprint, the request context."""
+
+    kind: ClassVar[str] = "turn"
+    agent: str
+    surface: str
+    context: Mapping[str, str]
+    created: bool
+
+    def data(self) -> JSONObject:
+        return {
+            "agent": self.agent,
+            "surface": self.surface,
+            "context": dict(self.context),
+            "created": self.created,
+        }
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(
+            data["agent"],
+            data.get("surface", ""),
+            data.get("context", {}),
+            bool(data.get("created", False)),
+        )
+
+    def events(self, at: Logged) -> list[Event]:
+        return [
+            events.Session(
+                **at.event_fields(),
+                agent=self.agent,
+                bundle_version=at.bundle_version,
+                created=self.created,
+            )
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class UserEntry(_Silent):
+    """The person's message, committed before the model is called."""
+
+    kind: ClassVar[str] = "user"
+    text: str
+
+    def data(self) -> JSONObject:
+        return {"text": self.text}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["text"])
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffEntry(_Silent):
+    """The note a re-rooted session's new agent reads as a user message (SPEC 3)."""
+
+    kind: ClassVar[str] = "handoff"
+    text: str
+
+    def data(self) -> JSONObject:
+        return {"text": self.text}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["text"])
+
+
+@dataclass(frozen=True, slots=True)
+class PromptEntry(_Silent):
+    """The session's system prompt and what it was built from: byte-stable across restarts."""
+
+    kind: ClassVar[str] = "prompt"
+    text: str
+    key: tuple[str, ...]
+
+    def data(self) -> JSONObject:
+        return {"text": self.text, "key": list(self.key)}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["text"], tuple(data["key"]))
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalEntry(_Silent):
+    """A source change `propose_source_change` kept for a person to review."""
+
+    kind: ClassVar[str] = "proposal"
+    proposal: Mapping[str, Any]
+
+    def data(self) -> JSONObject:
+        return dict(self.proposal)
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data)
+
+
+@dataclass(frozen=True, slots=True)
+class TextEntry:
+    """A piece of a model's answer as it streamed."""
+
+    kind: ClassVar[str] = "text"
+    text: str
+
+    def data(self) -> JSONObject:
+        return {"text": self.text}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["text"])
+
+    def events(self, at: Logged) -> list[Event]:
+        return [events.TextDelta(**at.event_fields(), text=self.text)]
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerEntry:
+    """A model's whole answer: its text, the tool calls it asked for, who answered, usage."""
+
+    kind: ClassVar[str] = "assistant"
+    text: str
+    calls: tuple[ToolCallRequest, ...]
+    model: str
+    usage: Usage
+
+    def calls_data(self) -> list[JSONObject]:
+        """The tool calls in their stored shape (Chat Completions' `tool_calls`)."""
+        return [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in self.calls
+        ]
+
+    def data(self) -> JSONObject:
+        return {
+            "text": self.text,
+            "tool_calls": self.calls_data(),
+            "model": self.model,
+            "usage": self.usage.as_json(),
+        }
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        calls = tuple(
+            ToolCallRequest(
+                call["id"],
+                call.get("function", {}).get("name", ""),
+                call.get("function", {}).get("arguments", ""),
+            )
+            for call in data.get("tool_calls") or ()
+        )
+        return cls(
+            data.get("text") or "", calls, data.get("model", ""), Usage.from_json(data.get("usage"))
+        )
+
+    def events(self, at: Logged) -> list[Event]:
+        found: list[Event] = [
+            events.ModelUsage(**at.event_fields(), model=self.model, usage=self.usage)
+        ]
+        found += [
+            events.ToolCall(
+                **at.event_fields(index),
+                call_id=call.id,
+                name=call.name,
+                arguments=shown_arguments(call.arguments),
+            )
+            for index, call in enumerate(self.calls, 1)
+        ]
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultEntry:
+    """How a tool call ended: `result` when `ok`, else `error`; `content` is what the model
+    reads (the encoded result, with `_budget` when due)."""
+
+    kind: ClassVar[str] = "tool_result"
+    call_id: str
+    name: str
+    status: ToolStatus
+    content: str
+    duration_ms: int = 0
+    result: Any = None
+    error: str | None = None
+
+    @classmethod
+    def interrupted(cls, call_id: str, name: str) -> Self:
+        """The result of a call its turn never finished (a crash, a cancelled turn)."""
+        return cls(call_id, name, "error", INTERRUPTED_CONTENT, error=INTERRUPTED_CALL)
+
+    @classmethod
+    def denied(cls, call_id: str, name: str, reason: str) -> Self:
+        return cls(call_id, name, "denied", json.dumps({"error": reason}), error=reason)
+
+    def data(self) -> JSONObject:
+        body: JSONObject = {
+            "call_id": self.call_id,
+            "name": self.name,
+            "status": self.status,
+            "duration_ms": self.duration_ms,
+        }
+        if self.status == "ok":
+            body["result"] = self.result
+        else:
+            body["error"] = self.error
+        body["content"] = self.content
+        return body
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(
+            data["call_id"],
+            data.get("name", ""),
+            data["status"],
+            data.get("content", ""),
+            int(data.get("duration_ms", 0)),
+            data.get("result"),
+            data.get("error"),
+        )
+
+    def events(self, at: Logged) -> list[Event]:
+        return [
+            events.ToolResult(
+                **at.event_fields(),
+                call_id=self.call_id,
+                name=self.name,
+                status=self.status,
+                duration_ms=self.duration_ms,
+                result=self.result,
+                error=self.error,
+            )
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class RootChangeEntry:
+    """The session was re-rooted (SPEC 3)."""
+
+    kind: ClassVar[str] = "agent"
+    from_agent: str
+    to_agent: str
+
+    def data(self) -> JSONObject:
+        return {"from": self.from_agent, "to": self.to_agent}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["from"], data["to"])
+
+    def events(self, at: Logged) -> list[Event]:
+        return [
+            events.AgentChange(
+                **at.event_fields(), from_agent=self.from_agent, to_agent=self.to_agent
+            )
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceChangeEntry:
+    """What the root agent may use changed since its last turn (SPEC 4.3)."""
+
+    kind: ClassVar[str] = "surface_changed"
+    agent: str
+    fingerprint: str
+
+    def data(self) -> JSONObject:
+        return {"agent": self.agent, "fingerprint": self.fingerprint}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["agent"], data["fingerprint"])
+
+    def events(self, at: Logged) -> list[Event]:
+        return [
+            events.SurfaceChanged(
+                **at.event_fields(), agent=self.agent, fingerprint=self.fingerprint
+            )
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class SpecialistStartEntry:
+    """A specialist run started; the entry's run is the specialist's own."""
+
+    kind: ClassVar[str] = "subagent_start"
+    parent_run_id: str
+    depth: int
+    subagent: str
+    label: str
+
+    def data(self) -> JSONObject:
+        return {
+            "parent_run_id": self.parent_run_id,
+            "depth": self.depth,
+            "subagent": self.subagent,
+            "label": self.label,
+        }
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["parent_run_id"], data["depth"], data["subagent"], data["label"])
+
+    def events(self, at: Logged) -> list[Event]:
+        return [
+            events.SubagentStart(
+                **at.event_fields(),
+                parent_run_id=self.parent_run_id,
+                depth=self.depth,
+                subagent=self.subagent,
+                label=self.label,
+            )
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class SpecialistEndEntry:
+    kind: ClassVar[str] = "subagent_end"
+    status: events.SpecialistStatus
+    duration_ms: int
+    usage: Usage = field(default_factory=Usage)
+
+    def data(self) -> JSONObject:
+        return {
+            "status": self.status,
+            "duration_ms": self.duration_ms,
+            "usage": self.usage.as_json(),
+        }
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["status"], data["duration_ms"], Usage.from_json(data.get("usage")))
+
+    def events(self, at: Logged) -> list[Event]:
+        return [
+            events.SubagentEnd(
+                **at.event_fields(),
+                status=self.status,
+                duration_ms=self.duration_ms,
+                usage=self.usage,
+            )
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceEntry:
+    """`ask_choice`: the turn ends; the person's next message is the answer."""
+
+    kind: ClassVar[str] = "choice"
+    question: str
+    options: tuple[str, ...]
+
+    def data(self) -> JSONObject:
+        return {"question": self.question, "options": list(self.options)}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["question"], tuple(data.get("options") or ()))
+
+    def events(self, at: Logged) -> list[Event]:
+        return [events.Choice(**at.event_fields(), question=self.question, options=self.options)]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmationEntry:
+    """A call waiting for a person's approval."""
+
+    kind: ClassVar[str] = "confirmation_required"
+    call_id: str
+    name: str
+    arguments: Any
+
+    def data(self) -> JSONObject:
+        return {"call_id": self.call_id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["call_id"], data["name"], data.get("arguments"))
+
+    def events(self, at: Logged) -> list[Event]:
+        return [
+            events.ConfirmationRequired(
+                **at.event_fields(), call_id=self.call_id, name=self.name, arguments=self.arguments
+            )
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEntry:
+    """What ended a turn that failed."""
+
+    kind: ClassVar[str] = "error"
+    code: str
+    message: str
+
+    def data(self) -> JSONObject:
+        return {"code": self.code, "message": self.message}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["code"], data["message"])
+
+    def events(self, at: Logged) -> list[Event]:
+        fields = at.event_fields()
+        return [
+            events.Error(
+                session_id=fields["session_id"],
+                run_id=fields["run_id"],
+                id=fields["id"],
+                code=self.code,
+                message=self.message,
+            )
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class DoneEntry:
+    """Last of every turn."""
+
+    kind: ClassVar[str] = "done"
+    reason: DoneReason
+    usage: Usage = field(default_factory=Usage)
+
+    def data(self) -> JSONObject:
+        return {"reason": self.reason, "usage": self.usage.as_json()}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["reason"], Usage.from_json(data.get("usage")))
+
+    def events(self, at: Logged) -> list[Event]:
+        return [events.Done(**at.event_fields(), reason=self.reason, usage=self.usage)]
+
+
+_KINDS: dict[str, Any] = {
+    kind.kind: kind
+    for kind in (
+        TurnEntry,
+        UserEntry,
+        HandoffEntry,
+        PromptEntry,
+        ProposalEntry,
+        TextEntry,
+        AnswerEntry,
+        ToolResultEntry,
+        RootChangeEntry,
+        SurfaceChangeEntry,
+        SpecialistStartEntry,
+        SpecialistEndEntry,
+        ChoiceEntry,
+        ConfirmationEntry,
+        ErrorEntry,
+        DoneEntry,
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownEntry(_Silent):
+    """An entry of a kind this version does not know (written by a newer one): kept, shown
+    by `GET /sessions/{id}`, streamed as nothing."""
+
+    kind: ClassVar[str] = ""
+    stored_kind: str
+    stored: Mapping[str, Any]
+
+    def data(self) -> JSONObject:
+        return dict(self.stored)
+
+
+def decode(stored: StoredEvent) -> Logged:
+    """The typed entry of a stored one."""
+    kind = _KINDS.get(stored.type)
+    entry: Entry = (
+        UnknownEntry(stored.type, stored.data) if kind is None else kind.decode(stored.data)
+    )
+    return Logged(
+        stored.session_id,
+        stored.seq,
+        stored.run_id or "",
+        stored.agent or "",
+        stored.bundle_version or "",
+        stored.created_at,
+        entry,
+    )
+
+
+def kind_of(logged: Logged) -> str:
+    """The stored kind of an entry (an unknown entry keeps its own)."""
+    entry = logged.entry
+    return entry.stored_kind if isinstance(entry, UnknownEntry) else entry.kind
+
+
+def wire_events(logged: Logged) -> list[Event]:
+    """The streamed events a logged entry stands for, in order, with their ids."""
+    return logged.entry.events(logged)
+
+
+def position(event_id: str) -> Position:
+    """The position an event id names; `ValueError` for anything else."""
+    seq, _, index = event_id.partition(":")
+    if not seq.isdigit() or (index and not index.isdigit()):
+        raise ValueError(f"not an event id: {event_id!r} (expected SEQ or SEQ:K)")
+    return int(seq), int(index) if index else 0
+
+
+def after(entries: Iterable[Logged], seen: Position) -> list[Event]:
+    """The events of `entries` that come after position `seen`."""
+    found: list[Event] = []
+    for logged in entries:
+        if logged.seq < seen[0]:
+            continue
+        for event in wire_events(logged):
+            if position(event.id) > seen:
+                found.append(event)
+    return found
+
+
+def open_turn(entries: Iterable[Logged]) -> Logged | None:
+    """The last `TurnEntry` of a log when its turn has no `DoneEntry` yet."""
+    running = None
+    for logged in entries:
+        if isinstance(logged.entry, TurnEntry):
+            running = logged
+        elif (
+            isinstance(logged.entry, DoneEntry)
+            and running is not None
+            and logged.run_id == running.run_id
+        ):
+            running = None
+    return running
+
+
+def shown_arguments(arguments: str) -> Any:
+    """Tool-call arguments as events show them: parsed, or the raw text when not JSON."""
+    try:
+        return json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return arguments
+
+
+async def read(storage: Storage, session_id: str, after_seq: int = 0) -> list[Logged]:
+    """A session's log (the entries after `after_seq`), typed."""
+    return [decode(stored) for stored in await storage.list_events(session_id, after_seq)]
+
+
+async def append(
+    storage: Storage,
+    session_id: str,
+    entry: Entry,
+    *,
+    run_id: str,
+    agent: str,
+    bundle_version: str | None,
+) -> Logged:
+    """Append one entry, shielded from cancellation (a cancelled turn still writes it)."""
+    with anyio.CancelScope(shield=True):
+        stored = await storage.append_event(
+            session_id,
+            entry.kind,
+            entry.data(),
+            run_id=run_id,
+            agent=agent,
+            bundle_version=bundle_version,
+        )
+    return Logged(
+        session_id,
+        stored.seq,
+        run_id,
+        agent,
+        bundle_version or "",
+        stored.created_at,
+        entry,
+    )
+
+
+class Publisher(Protocol):
+    def publish(self, event: Event) -> None:
+        """Hand an event on without waiting."""
+        ...
+
+
+class Recorder(Protocol):
+    async def record(self, entry: Entry, *, run_id: str, agent: str) -> list[Event]:
+        """Append one durable entry (completing even if the caller is cancelled); the wire
+        events it stands for, with their ids."""
+        ...
+
+
+class SessionLog:
+    """A turn's recorder: appends to the session's log, and keeps what it appended so the
+    turn never reads its own entries back.
+
+    Specialists' entries (`stream_run`) are also published to `sink`, the channel their
+    events reach the client through, in the same step as their append: concurrent
+    specialists then stream in the order of their entries, so what a client saw is
+    always a prefix of the log it can replay from.
+    """
+
+    def __init__(
+        self, storage: Storage, session_id: str, bundle_version: str, sink: Publisher
+    ) -> None:
+        self._storage = storage
+        self._session_id = session_id
+        self._version = bundle_version
+        self._sink = sink
+        self._streamed: set[str] = set()
+        self._lock = anyio.Lock(fast_acquire=True)  # no checkpoint when nobody waits
+        self.appended: list[Logged] = []
+
+    def stream_run(self, run_id: str) -> None:
+        """Publish the entries of this (specialist) run to the sink from now on."""
+        self._streamed.add(run_id)
+
+    async def record(self, entry: Entry, *, run_id: str, agent: str) -> list[Event]:
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                logged = await append(
+                    self._storage,
+                    self._session_id,
+                    entry,
+                    run_id=run_id,
+                    agent=agent,
+                    bundle_version=self._version,
+                )
+                found = wire_events(logged)
+                if run_id in self._streamed:
+                    for event in found:
+                        self._sink.publish(event)
+        self.appended.append(logged)
+        return found
+
+
+__all__ = [
+    "AnswerEntry",
+    "ChoiceEntry",
+    "ConfirmationEntry",
+    "DoneEntry",
+    "Entry",
+    "ErrorEntry",
+    "HandoffEntry",
+    "Logged",
+    "Position",
+    "PromptEntry",
+    "ProposalEntry",
+    "Recorder",
+    "RootChangeEntry",
+    "SessionLog",
+    "SpecialistEndEntry",
+    "SpecialistStartEntry",
+    "SurfaceChangeEntry",
+    "TextEntry",
+    "ToolResultEntry",
+    "TurnEntry",
+    "UnknownEntry",
+    "UserEntry",
+    "after",
+    "append",
+    "decode",
+    "kind_of",
+    "open_turn",
+    "position",
+    "read",
+    "shown_arguments",
+    "wire_events",
+]
