@@ -25,7 +25,7 @@ import anyio
 from runtime import events
 from runtime._text import json_problem
 from runtime.engine.chats import ChatService
-from runtime.engine.log import position
+from runtime.engine.log import PromptEntry, TextEntry, position
 from runtime.engine.model_pool import ModelRouter
 from runtime.engine.services import Services
 from runtime.engine.streams import LiveTurn, TurnStreams
@@ -115,7 +115,7 @@ class RunningTurn:
 
 @dataclass(frozen=True, slots=True)
 class SessionHistory:
-    """A session and its whole log (`GET /sessions/{id}`)."""
+    """A session and its log as its caller may read it (`GET /sessions/{id}`)."""
 
     session: SessionRecord
     entries: tuple[StoredEvent, ...]
@@ -446,9 +446,13 @@ class Runtime:
         claims: Mapping[str, str] | None = None,
         operator: bool = False,
     ) -> SessionHistory:
-        """A session with its whole log; `SessionNotFoundError` for another caller's."""
+        """A session with its log; `SessionNotFoundError` for another caller's. The pieces a
+        reply streamed in are left out (the answer's entry has it whole; `follow` streams
+        them), and so is the system prompt but for the operator: it is the operator's
+        business, not every caller's."""
         record, entries = await self._chats.get_session(session_id, _caller(claims, operator))
-        return SessionHistory(record, tuple(entries))
+        hidden = {TextEntry.kind} if operator else {TextEntry.kind, PromptEntry.kind}
+        return SessionHistory(record, tuple(e for e in entries if e.type not in hidden))
 
     async def runs(
         self,

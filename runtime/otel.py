@@ -1,9 +1,9 @@
 """OpenTelemetry traces of turns (SPEC 16), extra `otel`: the public path of
-`runtime.observe.otel`, where the observer lives.
+`runtime.observe.spans`, where the observer lives.
 
     async with Runtime.open(repo, observers=[OpenTelemetryObserver(provider)]) as rt: ...
 """
 
-from runtime.observe.otel import TRACE_CONTENT_ENV, OpenTelemetryObserver, exporting_observer
+from runtime.observe.spans import TRACE_CONTENT_ENV, OpenTelemetryObserver, exporting_observer
 
 __all__ = ["TRACE_CONTENT_ENV", "OpenTelemetryObserver", "exporting_observer"]

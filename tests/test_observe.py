@@ -144,6 +144,6 @@ def test_tracing_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> 
     import sys
 
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if the extra were missing
-    monkeypatch.delitem(sys.modules, "runtime.observe.otel", raising=False)
+    monkeypatch.delitem(sys.modules, "runtime.observe.spans", raising=False)
     with pytest.raises(ConfigurationError, match=r"amodal-runtime\[otel\]"):
         tracing_from_environment({"OTEL_TRACES_EXPORTER": "console"})

@@ -25,7 +25,7 @@ from rich.text import Text
 from runtime.evals.record import (
     AttemptRecord,
     CaseRecord,
-    RunRecord,
+    EvalRun,
     load_run,
     runs_directory,
     save_run,
@@ -83,7 +83,7 @@ def run_command(
         failed += attempt.status != "passed"
         progress.update(task, advance=1, failed=f"{failed} not passed" if failed else "")
 
-    async def run() -> RunRecord:
+    async def run() -> EvalRun:
         return await run_evals(
             bundle,
             chosen,
@@ -146,7 +146,7 @@ def compare_command(root: Path, a: str, b: str, *, as_json: bool) -> int:
     return 1 if comparison.regressed else 0
 
 
-def _print_run(run: RunRecord, path: Path) -> None:
+def _print_run(run: EvalRun, path: Path) -> None:
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     table = Table(title=f"eval run {run.id}", title_justify="left")
     for column, justify in (

@@ -20,8 +20,8 @@ import anyio
 
 from runtime.engine.log import (
     DoneEntry,
-    Entry,
     ErrorEntry,
+    LogEntry,
     Logged,
     ToolResultEntry,
     append,
@@ -126,7 +126,7 @@ async def recover(
     roots.insert(0, (dead.run_id, dead.agent))
     appended: list[Logged] = []
 
-    async def write(entry: Entry, run_id: str, agent: str) -> None:
+    async def write(entry: LogEntry, run_id: str, agent: str) -> None:
         appended.append(
             await append(
                 storage, session_id, entry, run_id=run_id, agent=agent, bundle_version=None

@@ -46,7 +46,7 @@ class Logged:
     agent: str
     bundle_version: str
     created_at: datetime
-    entry: Entry
+    entry: LogEntry
 
     def event_fields(self, index: int = 0) -> dict[str, str]:
         """What every event of this entry has: its session, its run, and its own id."""
@@ -57,7 +57,7 @@ class Logged:
         }
 
 
-class Entry(Protocol):
+class LogEntry(Protocol):
     kind: ClassVar[str]
 
     def data(self) -> JSONObject:
@@ -553,7 +553,7 @@ class UnknownEntry(_Silent):
 def decode(stored: StoredEvent) -> Logged:
     """The typed entry of a stored one."""
     kind = _KINDS.get(stored.type)
-    entry: Entry = (
+    entry: LogEntry = (
         UnknownEntry(stored.type, stored.data) if kind is None else kind.decode(stored.data)
     )
     return Logged(
@@ -629,7 +629,7 @@ async def read(storage: Storage, session_id: str, after_seq: int = 0) -> list[Lo
 async def append(
     storage: Storage,
     session_id: str,
-    entry: Entry,
+    entry: LogEntry,
     *,
     run_id: str,
     agent: str,
@@ -663,7 +663,7 @@ class Publisher(Protocol):
 
 
 class Recorder(Protocol):
-    async def record(self, entry: Entry, *, run_id: str, agent: str) -> list[Event]:
+    async def record(self, entry: LogEntry, *, run_id: str, agent: str) -> list[Event]:
         """Append one durable entry (completing even if the caller is cancelled); the wire
         events it stands for, with their ids."""
         ...
@@ -694,7 +694,7 @@ class SessionLog:
         """Publish the entries of this (specialist) run to the sink from now on."""
         self._streamed.add(run_id)
 
-    async def record(self, entry: Entry, *, run_id: str, agent: str) -> list[Event]:
+    async def record(self, entry: LogEntry, *, run_id: str, agent: str) -> list[Event]:
         with anyio.CancelScope(shield=True):
             async with self._lock:
                 logged = await append(
@@ -718,9 +718,9 @@ __all__ = [
     "ChoiceEntry",
     "ConfirmationEntry",
     "DoneEntry",
-    "Entry",
     "ErrorEntry",
     "HandoffEntry",
+    "LogEntry",
     "Logged",
     "Position",
     "PromptEntry",

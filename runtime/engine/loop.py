@@ -27,7 +27,7 @@ from runtime.engine.log import (
     AnswerEntry,
     ChoiceEntry,
     ConfirmationEntry,
-    Entry,
+    LogEntry,
     Recorder,
     TextEntry,
     ToolResultEntry,
@@ -190,7 +190,7 @@ class _TextBuffer:
         return text
 
 
-async def _record(spec: RunSpec, recorder: Recorder, entry: Entry) -> list[Event]:
+async def _record(spec: RunSpec, recorder: Recorder, entry: LogEntry) -> list[Event]:
     """Write one entry of this run; the events it stands for on the wire, with their ids."""
     return await recorder.record(entry, run_id=spec.run_id, agent=spec.agent)
 

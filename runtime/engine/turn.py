@@ -22,9 +22,9 @@ from runtime import events
 from runtime.engine.leases import TurnLease, recover
 from runtime.engine.log import (
     DoneEntry,
-    Entry,
     ErrorEntry,
     HandoffEntry,
+    LogEntry,
     Logged,
     PromptEntry,
     RootChangeEntry,
@@ -296,7 +296,7 @@ class Turn:
         for call_id, name in await unanswered_calls(self.services.storage, self.session.id):
             await self._logged(ToolResultEntry.interrupted(call_id, name))
 
-    async def _logged(self, entry: Entry) -> list[Event]:
+    async def _logged(self, entry: LogEntry) -> list[Event]:
         """Write an entry of the root run; the events it stands for on the wire."""
         return await self._log.record(entry, run_id=self.run_id, agent=self.agent)
 

@@ -145,7 +145,7 @@ class CaseRecord(_Record):
         )
 
 
-class RunRecord(_Record):
+class EvalRun(_Record):
     """One `amodal eval` run."""
 
     format: Literal[1] = 1
@@ -186,7 +186,7 @@ def runs_directory(repo_root: Path, environ: Mapping[str, str] | None = None) ->
     return base / RUNS_FOLDER
 
 
-def save_run(run: RunRecord, directory: Path) -> Path:
+def save_run(run: EvalRun, directory: Path) -> Path:
     """Write the run as `<directory>/<id>.json`, whole or not at all."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{run.id}.json"
@@ -203,7 +203,7 @@ def run_ids(directory: Path) -> list[str]:
     return sorted(path.stem for path in directory.glob("*.json"))
 
 
-def load_run(reference: str, directory: Path) -> RunRecord:
+def load_run(reference: str, directory: Path) -> EvalRun:
     """The run a reference names: a run id, `latest`, `previous` (the one before the latest)
     or the path of a run file. `LookupError` when there is no such run, `ValueError` when
     the file is not a run record."""
@@ -213,7 +213,7 @@ def load_run(reference: str, directory: Path) -> RunRecord:
     except OSError as error:
         raise LookupError(f"cannot read run {reference!r} ({path}): {error.strerror}") from error
     try:
-        return RunRecord.model_validate_json(text)
+        return EvalRun.model_validate_json(text)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first["loc"]) or "the file"

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from runtime.evals.record import CaseRecord, RunRecord
+from runtime.evals.record import CaseRecord, EvalRun
 
 
 def explain(case: CaseRecord) -> list[str]:
@@ -35,7 +35,7 @@ def rate(case: CaseRecord) -> str:
 # ---------------------------------------------------------------- JUnit
 
 
-def junit_xml(run: RunRecord) -> str:
+def junit_xml(run: EvalRun) -> str:
     """The run as JUnit XML: one `testsuite` per suite, one `testcase` per case, with a
     `failure` (an expectation did not hold) or an `error` (no verdict) explaining it."""
     root = ElementTree.Element(
@@ -64,7 +64,7 @@ def junit_xml(run: RunRecord) -> str:
     return ElementTree.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _testcase(parent: ElementTree.Element, case: CaseRecord, run: RunRecord) -> None:
+def _testcase(parent: ElementTree.Element, case: CaseRecord, run: EvalRun) -> None:
     attributes = {
         "name": case.name,
         "classname": case.suite,
@@ -87,7 +87,7 @@ def _testcase(parent: ElementTree.Element, case: CaseRecord, run: RunRecord) -> 
         ElementTree.SubElement(element, "system-out").text = last.replies[-1]
 
 
-def _by_suite(run: RunRecord) -> Iterator[tuple[str, list[CaseRecord]]]:
+def _by_suite(run: EvalRun) -> Iterator[tuple[str, list[CaseRecord]]]:
     suites: dict[str, list[CaseRecord]] = {}
     for case in run.cases:
         suites.setdefault(case.suite, []).append(case)
@@ -126,8 +126,8 @@ class Change:
 class Comparison:
     """Run `a` against the later run `b`, case by case (by `suite/name`)."""
 
-    a: RunRecord
-    b: RunRecord
+    a: EvalRun
+    b: EvalRun
     regressed: tuple[Change, ...]
     improved: tuple[Change, ...]
     unchanged: tuple[str, ...]
@@ -159,7 +159,7 @@ class Comparison:
         }
 
 
-def compare(a: RunRecord, b: RunRecord) -> Comparison:
+def compare(a: EvalRun, b: EvalRun) -> Comparison:
     """A case regressed when its pass rate fell from `a` to `b`, or it passed in `a` and
     not in `b`; it improved the other way round."""
     before = {case.id: case for case in a.cases}

@@ -30,9 +30,9 @@ from runtime.evals.judge import Grade, grade
 from runtime.evals.record import (
     AttemptRecord,
     CaseRecord,
+    EvalRun,
     FailureRecord,
     JudgeRecord,
-    RunRecord,
     Tokens,
     ToolUseRecord,
     new_run_id,
@@ -87,7 +87,7 @@ async def run_evals(
     min_pass_rate: float = 1.0,
     model: ModelChoice = None,
     on_attempt: OnAttempt | None = None,
-) -> RunRecord:
+) -> EvalRun:
     """Run every case `repeat` times, at most `concurrency` attempts at once, against the
     models the repo configures (or `model`, as `Runtime.open` takes it). A case passes
     when its pass rate reaches `min_pass_rate` (default: every attempt must pass)."""
@@ -137,7 +137,7 @@ async def run_evals(
         for index, case in enumerate(cases)
     )
     every = [attempt for case in records for attempt in case.attempts]
-    return RunRecord(
+    return EvalRun(
         id=new_run_id(started),
         repo=bundle.config.name,
         bundle_version=bundle.version,

@@ -21,7 +21,7 @@ def tracing_from_environment(environ: Mapping[str, str]) -> list[RunObserver]:
     if exporter == "none" or not (exporter or endpoint):
         return []
     try:
-        from runtime.observe.otel import exporting_observer
+        from runtime.observe.spans import exporting_observer
     except ImportError as error:
         raise ConfigurationError(
             "OTEL_* variables ask for traces, but OpenTelemetry is not installed: "

@@ -324,7 +324,7 @@ Description = Annotated[str, StringConstraints(max_length=1024)]
 delegating agents."""
 
 
-class ModelSettings(Strict):
+class ModelSettingsFile(Strict):
     """Sampling settings passed to the model on this agent's calls."""
 
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -346,7 +346,7 @@ class AgentConfig(Strict):
     stores: dict[str, StoreAccess] = Field(default_factory=dict)
     max_tool_calls: int | None = Field(default=None, ge=1, le=200)
     model_tier: ModelTier = "default"
-    model_settings: ModelSettings | None = None
+    model_settings: ModelSettingsFile | None = None
     max_depth: int | None = Field(default=None, ge=1, le=5)
     timeout: int | None = Field(default=None, ge=5, le=600)
     target_output_min: int | None = Field(default=None, ge=50, le=4000)

@@ -122,7 +122,7 @@ class ScriptedModel:
         self._in_flight = 0
         self._max_in_flight = 0
         self._call_number = 0
-        self._server: _Server | None = None
+        self._server: _ScriptedHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._wake: tuple[socket.socket, socket.socket] | None = None
         self._closing = threading.Event()
@@ -133,7 +133,7 @@ class ScriptedModel:
         if self._server is not None:
             return self
         self._closing = threading.Event()
-        server = _Server(self)
+        server = _ScriptedHTTPServer(self)
         wake = socket.socketpair()
         thread = threading.Thread(
             target=_serve, args=(server, wake[0]), name="scripted-model", daemon=True
@@ -304,7 +304,7 @@ class ScriptedModel:
                 self._in_flight -= 1
 
 
-class _Server(ThreadingHTTPServer):
+class _ScriptedHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
@@ -326,7 +326,7 @@ class _Server(ThreadingHTTPServer):
         pass
 
 
-def _serve(server: _Server, wake: socket.socket) -> None:
+def _serve(server: _ScriptedHTTPServer, wake: socket.socket) -> None:
     """Accept connections until `wake` becomes readable (close() writes to it).
 
     Not `serve_forever`: its shutdown waits up to a poll interval, and every
@@ -349,7 +349,7 @@ class _Handler(BaseHTTPRequestHandler):
     # stalls ~40 ms against the client's delayed ACK (notes/benchmarking.md).
     disable_nagle_algorithm = True
     timeout = 30  # an idle keep-alive connection is closed after this
-    server: _Server
+    server: _ScriptedHTTPServer
 
     def setup(self) -> None:
         super().setup()

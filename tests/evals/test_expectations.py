@@ -12,7 +12,7 @@ import pytest
 
 from runtime import load_repo
 from runtime.evals.expectations import json_equal
-from runtime.evals.record import CaseRecord, RunRecord
+from runtime.evals.record import CaseRecord, EvalRun
 from runtime.evals.runner import run_evals, select
 from runtime.testing import FunctionModel, Step, tool_call
 from tests.conftest import copy_example_repo
@@ -116,7 +116,7 @@ async def lead(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> S
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> RunRecord:
+def run(tmp_path_factory: pytest.TempPathFactory) -> EvalRun:
     root = copy_example_repo(tmp_path_factory.mktemp("expectations") / "repo")
     shutil.rmtree(root / "evals")
     (root / "evals").mkdir()
@@ -126,13 +126,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RunRecord:
     loaded = load_repo(root, environ={}, evals=True)
     assert loaded.bundle is not None, loaded.errors
 
-    async def go() -> RunRecord:
+    async def go() -> EvalRun:
         return await run_evals(loaded.bundle, select(loaded.suites), model=FunctionModel(lead))
 
     return anyio.run(go)
 
 
-def case(run: RunRecord, name: str) -> CaseRecord:
+def case(run: EvalRun, name: str) -> CaseRecord:
     return next(case for case in run.cases if case.name == name)
 
 
@@ -270,7 +270,7 @@ def test_every_failed_expectation_of_a_case_is_listed(tmp_path):
     )
     loaded = load_repo(root, environ={}, evals=True)
 
-    async def go() -> RunRecord:
+    async def go() -> EvalRun:
         return await run_evals(
             loaded.bundle, select(loaded.suites, ["two"]), model=FunctionModel(lead)
         )

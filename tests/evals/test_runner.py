@@ -14,7 +14,7 @@ import pytest
 
 from runtime import Runtime, load_repo
 from runtime.evals.judge import JUDGE_PROMPT, RETRY_PROMPT, parse_verdict
-from runtime.evals.record import RunRecord
+from runtime.evals.record import EvalRun
 from runtime.evals.runner import run_evals, select
 from runtime.testing import FunctionModel, Step, error, tool_call
 
@@ -25,14 +25,14 @@ def repo_with(make_repo: Callable[..., Path], suite: str, **files: Any) -> Path:
     return make_repo({"evals/suite.yaml": suite, **files})
 
 
-def evaluate(root: Path, answer: Answer, **options: Any) -> tuple[RunRecord, FunctionModel]:
+def evaluate(root: Path, answer: Answer, **options: Any) -> tuple[EvalRun, FunctionModel]:
     loaded = load_repo(root, environ={}, evals=True)
     assert loaded.bundle is not None, loaded.errors
     model = FunctionModel(answer)
     names = options.pop("suites", ())
     cases = options.pop("cases", ())
 
-    async def go() -> RunRecord:
+    async def go() -> EvalRun:
         return await run_evals(
             loaded.bundle, select(loaded.suites, names, cases), model=model, **options
         )
