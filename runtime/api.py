@@ -170,6 +170,7 @@ class Runtime:
         watching = Observers(observers)  # a copy: one runtime's additions stay its own
         connections = Connections()
         try:
+            await router.warm(live())
             with _own_errors():
                 # MCP servers start before the first turn (each has START_TIMEOUT to answer);
                 # one that fails is retried in the background and never stops the runtime.

@@ -9,13 +9,14 @@ use (and stopped by `aclose`), or `NoModelError` names both ways out.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import anyio
 
-from runtime.exceptions import NoModelError
+from runtime.exceptions import ConfigurationError, NoModelError
 from runtime.models import Model, ModelTier
 from runtime.models.endpoints import ModelEndpoint
 from runtime.repo.bundle import Bundle
@@ -48,6 +49,20 @@ class ModelRouter:
         self._local: ModelEndpoint | None = None
         self._local_lock = anyio.Lock()
         self._stack = contextlib.ExitStack()
+
+    async def warm(self, bundle: Bundle) -> None:
+        """Load what a first model call needs (the SDK: seconds on a busy machine) now, off
+        the event loop, so a runtime's first turn starts as fast as the others: a server that
+        takes over a dead server's session answers within the lease, not the lease plus an
+        import. Nothing to do for a model the application gave, or when none is configured."""
+        if self._model is not None:
+            return
+        try:
+            endpoint = resolve_endpoint(bundle.config, "default", self._environ)
+        except ConfigurationError:
+            return  # the first turn reports it, as an error event naming the fix
+        if endpoint is not None:
+            await anyio.to_thread.run_sync(importlib.import_module, "runtime.models.openai")
 
     async def model(self, bundle: Bundle, tier: ModelTier) -> Model:
         """The model for a call of `tier` under `bundle`'s configuration."""

@@ -313,3 +313,45 @@ def test_workers_restart_on_the_port_a_server_just_left(
     again.wait_ready()
     assert again.port == port
     _worker_processes(again)
+
+
+def test_a_killed_servers_session_takes_a_turn_on_a_fresh_server_within_the_lease(
+    make_repo: Callable[..., Path],
+    serve: Callable[..., ServeProcess],
+    postgres_url: str,
+    scripted_model: ScriptedModel,
+) -> None:
+    """The promise is measured from the dead holder's last heartbeat: the lease lapses then,
+    and a server that never ran a turn takes the session at once (its model client was
+    loaded when it started, not on this first turn)."""
+    lease = 3.0
+    repo = make_repo(SLOW)
+    env = {"DATABASE_URL": postgres_url, "MODEL_MAIN": "scripted", "AMODAL_LEASE_SECONDS": "3"}
+    a, b = serve(repo, env, "--no-reload"), serve(repo, env, "--no-reload")
+    a.wait_ready()
+    b.wait_ready()
+    scripted_model.tool_call("slow", {}, id="call_slow")
+    session_id = read_until_tool_call(a.url, {"message": "go"})[0]["session_id"]
+    a.process.kill()  # in the slow tool: its model is never called again
+    a.process.wait()
+    with psycopg.connect(postgres_url) as connection:
+        (expires,) = connection.execute(
+            "SELECT extract(epoch FROM expires_at) FROM turn_leases WHERE session_id = %s",
+            (session_id,),
+        ).fetchone() or (None,)
+    assert expires is not None
+    last_heartbeat = float(expires) - lease
+    scripted_model.reply("Taken over.")
+    while True:
+        with httpx.stream(
+            "POST", f"{b.url}/chat", json={"message": "again", "session_id": session_id}
+        ) as response:
+            if response.status_code != 409:
+                assert response.status_code == 200
+                assert '"reason":"model_stop"' in response.read().decode()
+                answered = time.time()  # the new turn ran whole: its model answers at once
+                break
+        time.sleep(0.05)
+    # The lease, then a few polls and one short turn; the model SDK's import (1-3 s on a
+    # busy machine) is paid when a server starts, not by the first turn it takes over.
+    assert answered - last_heartbeat <= lease + 0.75
