@@ -419,12 +419,10 @@ class Runtime:
     ) -> AsyncIterator[Event]:
         """The session's events after the event id `after` (`SEQ` or `SEQ:K`; from the start
         when None), then its running turn's until its `done`, on any server of the
-        database. Refusals (unknown session, a malformed id) raise here, before any event."""
+        database. Refusals raise here, before any event: `SessionNotFoundError` first, then
+        `InvalidEventIdError`."""
         await self._chats.get_session(session_id, _caller(claims, operator))
-        try:
-            seen = position(after) if after else (0, 0)
-        except ValueError as error:
-            raise InvalidRequestError(str(error)) from None
+        seen = position(after) if after else (0, 0)
         return self._streams.follow(session_id, seen)
 
     async def sessions(

@@ -13,8 +13,13 @@ the wire shape shared by SSE, `amodal chat --json` and `stream: false`; the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
+
+EVENT_ID = re.compile(r"^[0-9]{1,18}(:[0-9]{1,9})?$")
+"""An event's id: `SEQ` (its log entry) or `SEQ:K` (the K-th event of one entry), bounded
+so it fits the database's integers."""
 
 DoneReason = Literal[
     "model_stop",

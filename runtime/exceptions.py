@@ -14,6 +14,7 @@ AmodalError                       anything this package raises on purpose
  │    ├── ConfirmationNotFoundError 404: no such pending confirmation
  │    ├── SessionBusyError        409: the session has a turn running
  │    ├── InvalidRequestError     422: a request that is not valid (a string that is no text)
+ │    │    └── InvalidEventIdError  422: `after` / `Last-Event-ID` is not an event id
  │    └── DocumentError           422: a store document, key or query its schema refuses
  ├── RunError                     a turn failed while it ran (reported as an `error` event)
  │    ├── ModelError              a model call failed after its retries
@@ -181,6 +182,15 @@ class InvalidRequestError(RequestError):
 
     status = 422
     code = "invalid_request"
+
+
+class InvalidEventIdError(InvalidRequestError):
+    """A position in a session's log that is not an event id (`SEQ` or `SEQ:K`, digits)."""
+
+    code = "invalid_event_id"
+
+    def __init__(self, given: str) -> None:
+        super().__init__(f"not an event id: {given!r} (expected SEQ or SEQ:K, digits)")
 
 
 class DocumentError(RequestError):

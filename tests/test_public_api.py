@@ -29,6 +29,7 @@ def test_every_public_name_exists_and_nothing_else_is_promised() -> None:
         "Done",
         "Error",
         "Event",
+        "InvalidEventIdError",
         "InvalidRepoError",
         "InvalidRequestError",
         "LoadResult",

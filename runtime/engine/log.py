@@ -25,7 +25,8 @@ from typing import Any, ClassVar, Protocol, Self
 import anyio
 
 from runtime import events
-from runtime.events import DoneReason, Event, ToolStatus, Usage
+from runtime.events import EVENT_ID, DoneReason, Event, ToolStatus, Usage
+from runtime.exceptions import InvalidEventIdError
 from runtime.models import ToolCallRequest
 from runtime.storage import JSONObject, Storage, StoredEvent
 
@@ -579,10 +580,10 @@ def wire_events(logged: Logged) -> list[Event]:
 
 
 def position(event_id: str) -> Position:
-    """The position an event id names; `ValueError` for anything else."""
+    """The position an event id names; `InvalidEventIdError` for anything else."""
+    if not EVENT_ID.fullmatch(event_id):
+        raise InvalidEventIdError(event_id)
     seq, _, index = event_id.partition(":")
-    if not seq.isdigit() or (index and not index.isdigit()):
-        raise ValueError(f"not an event id: {event_id!r} (expected SEQ or SEQ:K)")
     return int(seq), int(index) if index else 0
 
 
