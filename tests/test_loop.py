@@ -235,3 +235,54 @@ async def test_large_results_are_cut_to_head_and_tail_with_a_marker(
     assert len(content) < 1100
     assert content.startswith("AAA") and content.endswith("END")
     assert "characters cut" in content
+
+
+GUARDED = {
+    "tools/count/tool.json": {
+        "description": "Count a call.",
+        "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}},
+    },
+    "tools/count/handler.py": (
+        "CALLS = []\n\nasync def handler(args, ctx):\n"
+        "    CALLS.append(args)\n    return len(CALLS)\n"
+    ),
+    "agents/default/agent.json": {"tools": ["count"], "maxToolCalls": 30},
+}
+
+
+async def test_the_same_call_over_and_over_is_told_from_the_fifth_and_refused_at_the_eighth(
+    make_repo: Callable[..., Path], harness_for: Callable[[Path], Any], scripted_model: ScriptedModel
+) -> None:
+    harness = await harness_for(make_repo(GUARDED))
+    for _ in range(9):
+        scripted_model.tool_call("count", {"n": 1})
+    scripted_model.tool_call("count", {"n": 2})  # other arguments: another call
+    scripted_model.reply("I stopped.")
+    events = await harness.chat("count")
+    got = results(events)
+    assert [r["status"] for r in got] == ["ok"] * 7 + ["error", "error", "ok"]
+    contents = [
+        json.loads(m["content"]) for m in scripted_model.requests[-1].messages if m["role"] == "tool"
+    ]
+    assert contents[:4] == [1, 2, 3, 4]  # no notice yet
+    assert all("this exact call" in c["_notice"] for c in contents[4:7])
+    assert [c["result"] for c in contents[4:7]] == [5, 6, 7]  # wrapped, value kept
+    assert all(c["error"].startswith("repeated_call:") for c in contents[7:9])
+    assert contents[9] == 8  # the handler ran 7 times, then once with other arguments
+    assert done(events).reason == "model_stop"
+
+
+async def test_the_repeated_call_limit_comes_from_amodal_json(
+    make_repo: Callable[..., Path], harness_for: Callable[[Path], Any], scripted_model: ScriptedModel
+) -> None:
+    repo = make_repo(GUARDED)
+    config = json.loads((repo / "amodal.json").read_text())
+    (repo / "amodal.json").write_text(json.dumps({**config, "limits": {"repeatedCallLimit": 3}}))
+    harness = await harness_for(repo)
+    for _ in range(3):
+        scripted_model.tool_call("count", {"n": 1})
+    scripted_model.reply("done")
+    contents = [r for r in results(await harness.chat("count"))]
+    assert [r["status"] for r in contents] == ["ok", "ok", "error"]
+    told = json.loads(scripted_model.requests[2].messages[-1]["content"])
+    assert "(0 more allowed)" in told["_notice"]

@@ -46,9 +46,12 @@ from runtime.observe.hooks import (
     ToolCallStarted,
 )
 from runtime.repo.registry import ASK_CHOICE, STOP_EXECUTION
-from runtime.tools import Tool, ToolContext, encode_result, with_budget
+from runtime.tools import Tool, ToolContext, encode_result, with_budget, with_notice
 
 MAX_PARALLEL_TOOLS = 8
+DEFAULT_REPEAT_LIMIT = 8
+REPEAT_NOTICE_FROM = 5
+"""From this identical call on, the result says the call repeats (SPEC 20's loop guard)."""
 TEXT_FLUSH_SECONDS = 0.02
 OUT_OF_BUDGET = (
     "You have used every tool call of this run. Do not call tools: answer now with what "
@@ -73,6 +76,8 @@ class RunSpec:
     settings: ModelSettings = field(default_factory=ModelSettings)
     interactive: bool = True  # False for specialists: no confirmations, no ask_choice
     result_limit: int = 20_000
+    repeat_limit: int = DEFAULT_REPEAT_LIMIT
+    """The identical call (same tool, same arguments) this many times in one run is refused."""
     nested: EventSink | None = None  # the root run streams its specialists' events from here
     observers: Observers = NO_OBSERVERS
 
@@ -112,6 +117,7 @@ async def run_loop(
     """Run the loop over `transcript` (OpenAI messages, appended to in place); the events,
     then one `RunOutcome`. A model failure raises `ModelError` after the events so far."""
     used = 0
+    repeats = _Repeats(spec.repeat_limit)
     if resume is not None:
         used = resume.pending.used
         result = await _resumed_result(spec, resume)
@@ -143,10 +149,11 @@ async def run_loop(
             yield RunOutcome("max_tool_calls" if out_of_budget else "model_stop", reply.text)
             return
         if spec.nested is None or not any(_nests(spec, call) for call in calls):
-            step = await _run_calls(spec, calls, used)
+            step = await _run_calls(spec, calls, used, repeats)
         else:  # specialists run: stream their events while they work
             box: list[_Step] = []
-            async for event in _streaming_nested(spec.nested, _run_calls(spec, calls, used), box):
+            running = _run_calls(spec, calls, used, repeats)
+            async for event in _streaming_nested(spec.nested, running, box):
                 yield event
             step = box[0]
         used = step.used
@@ -290,6 +297,40 @@ async def _streaming_nested(
             yield event
 
 
+class _Repeats:
+    """How often each exact call (tool and arguments) came in this run: a model that asks
+    for the same thing again and again is told, then refused (SPEC 20's loop guard)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._seen: dict[tuple[str, str], int] = {}
+
+    def count(self, call: ToolCallRequest) -> int:
+        """This call's number among its identical calls (1 the first time)."""
+        key = (call.name, _canonical(call.arguments))
+        self._seen[key] = self._seen.get(key, 0) + 1
+        return self._seen[key]
+
+    def notice(self, times: int) -> str:
+        left = self.limit - times - 1
+        return (
+            f"you have made this exact call {times} times in this run; the result will not "
+            f"change. Use what you have, or change the arguments ({left} more allowed)"
+        )
+
+    def refusal(self, call: ToolCallRequest, times: int) -> str:
+        return (
+            f"repeated_call: {call.name} was called with these exact arguments {times} times "
+            "in this run and is not run again; answer with what you have, or call it "
+            "with different arguments"
+        )
+
+
+def _canonical(arguments: str) -> str:
+    parsed = _parsed(arguments)
+    return arguments if parsed is _MALFORMED else json.dumps(parsed, sort_keys=True)
+
+
 @dataclass
 class _Step:
     """What one response's calls came to."""
@@ -301,7 +342,9 @@ class _Step:
     pending: PendingCall | None = None
 
 
-async def _run_calls(spec: RunSpec, calls: list[ToolCallRequest], used: int) -> _Step:
+async def _run_calls(
+    spec: RunSpec, calls: list[ToolCallRequest], used: int, repeats: _Repeats
+) -> _Step:
     """Run one response's calls. `stop_execution` ends the run before anything else runs;
     `ask_choice` and a confirm-required call end the turn after the other calls ran."""
     step = _Step([], used)
@@ -318,6 +361,7 @@ async def _run_calls(spec: RunSpec, calls: list[ToolCallRequest], used: int) -> 
         ]
         return step
     results: dict[int, _Outcome] = {}
+    notices: dict[int, str] = {}
     runnable: list[int] = []
     for index, call in enumerate(calls):
         tool = spec.tools.get(call.name)
@@ -346,8 +390,12 @@ async def _run_calls(spec: RunSpec, calls: list[ToolCallRequest], used: int) -> 
                 step.reason = "awaiting_confirmation"
         elif tool is not None and (confirm or call.name == ASK_CHOICE):
             results[index] = _error("not run: the turn is waiting for the person")
+        elif (times := repeats.count(call)) >= repeats.limit:
+            results[index] = _error(repeats.refusal(call, times))
         else:
             runnable.append(index)
+            if times >= min(REPEAT_NOTICE_FROM, repeats.limit - 1):
+                notices[index] = repeats.notice(times)
     budget_left = spec.max_tool_calls - used
     for index in runnable[budget_left:]:
         results[index] = _error("not run: the tool-call budget is spent")
@@ -355,7 +403,8 @@ async def _run_calls(spec: RunSpec, calls: list[ToolCallRequest], used: int) -> 
     for index, result in zip(
         executed, await _execute(spec, [calls[i] for i in executed]), strict=True
     ):
-        results[index] = result
+        notice = notices.get(index)
+        results[index] = result if notice is None else dataclasses.replace(result, notice=notice)
     step.used = used + len(executed)
     if step.pending is not None:
         step.pending = PendingCall(step.pending.call, step.used)
@@ -471,6 +520,8 @@ async def _results(
     """Append each result to the transcript and the log, then stream it."""
     for call, outcome in done:
         payload = outcome.result if outcome.status == "ok" else {"error": outcome.error}
+        if outcome.notice is not None:
+            payload = with_notice(payload, outcome.notice)
         content = encode_result(with_budget(payload, used, spec.max_tool_calls), spec.result_limit)
         entry = ToolResultEntry(
             call.id,
@@ -519,6 +570,8 @@ class _Outcome:
     duration_ms: int
     result: Any = None
     error: str | None = None
+    notice: str | None = None
+    """What the model is told besides the result (a call that repeats)."""
 
 
 def _status(

@@ -216,6 +216,7 @@ class TurnScope:
                 ),
                 interactive=False,
                 result_limit=bundle.config.limits.max_tool_result_chars,
+                repeat_limit=bundle.config.limits.repeated_call_limit,
                 observers=self.services.observers,
             )
 

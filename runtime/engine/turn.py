@@ -209,6 +209,7 @@ class Turn:
                     bundle, surface, caller, session.id, self.run_id, self.agent
                 ),
                 result_limit=bundle.config.limits.max_tool_result_chars,
+                repeat_limit=bundle.config.limits.repeated_call_limit,
                 nested=self._scope.sink,
                 observers=self.services.observers,
             )

@@ -22,6 +22,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic import Strict as PydanticStrict
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
 from pydantic_core import CoreSchema
@@ -243,15 +244,21 @@ class Auth(Strict):
     api_keys: tuple[ApiKey, ...] = ()
 
 
+Count = Annotated[int, PydanticStrict()]
+"""A whole number as a file writes it: `"8"`, `8.0` or `true` are errors, never an 8 or a 1."""
+
+
 class Delegation(Strict):
-    max_runs_per_turn: int = Field(default=60, ge=1, le=1000)
-    max_concurrent: int = Field(default=16, ge=1, le=256)
+    max_runs_per_turn: Count = Field(default=60, ge=1, le=1000)
+    max_concurrent: Count = Field(default=16, ge=1, le=256)
 
 
 class Limits(Strict):
-    max_tool_calls: int = Field(default=25, ge=1, le=200)
-    max_tool_result_chars: int = Field(default=20_000, ge=1_000, le=1_000_000)
-    max_request_bytes: int = Field(default=1_048_576, ge=1_024, le=104_857_600)
+    max_tool_calls: Count = Field(default=25, ge=1, le=200)
+    max_tool_result_chars: Count = Field(default=20_000, ge=1_000, le=1_000_000)
+    max_request_bytes: Count = Field(default=1_048_576, ge=1_024, le=104_857_600)
+    repeated_call_limit: Count = Field(default=8, ge=2, le=1_000)
+    """The same tool with the same arguments this many times in one run is refused."""
 
 
 class FileTools(Strict):

@@ -106,6 +106,13 @@ def encode_result(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> str:
 __all__ = ["Confirm", "Handler", "Tool", "ToolContext", "ToolError", "encode_result", "with_budget"]
 
 
+def with_notice(result: Any, notice: str) -> Any:
+    """A result that carries `_notice`: something the model should know besides it."""
+    if isinstance(result, dict):
+        return {**result, "_notice": notice}
+    return {"result": result, "_notice": notice}
+
+
 def with_budget(result: Any, used: int, limit: int) -> Any:
     """From 65% of the budget on, each result carries `_budget` so the model can plan."""
     if used < BUDGET_NOTICE_FROM * limit:

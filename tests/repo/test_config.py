@@ -113,6 +113,19 @@ def test_a_limit_out_of_range_is_an_error(make_repo):
     assert "greater than or equal to 1" in error.message
 
 
+@pytest.mark.parametrize(("value", "says"), [(1, "greater than or equal to 2"), ("8", "integer")])
+def test_a_repeated_call_limit_below_two_or_not_a_number_is_an_error_at_its_line(
+    make_repo, value, says
+):
+    root = make_repo({CONFIG: config(limits={"repeatedCallLimit": value})})
+
+    error = only_error(load(root))
+
+    assert error.field == "limits.repeatedCallLimit"
+    assert says in error.message
+    assert error.line == line_of(root / CONFIG, "repeatedCallLimit")
+
+
 @pytest.mark.parametrize("key", FOREIGN_REPO_KEYS)
 def test_reference_platform_key_is_accepted_with_a_warning_naming_it(make_repo, key):
     root = make_repo({CONFIG: config(**{key: {"anything": True}})})
