@@ -251,7 +251,9 @@ GUARDED = {
 
 
 async def test_the_same_call_over_and_over_is_told_from_the_fifth_and_refused_at_the_eighth(
-    make_repo: Callable[..., Path], harness_for: Callable[[Path], Any], scripted_model: ScriptedModel
+    make_repo: Callable[..., Path],
+    harness_for: Callable[[Path], Any],
+    scripted_model: ScriptedModel,
 ) -> None:
     harness = await harness_for(make_repo(GUARDED))
     for _ in range(9):
@@ -262,7 +264,9 @@ async def test_the_same_call_over_and_over_is_told_from_the_fifth_and_refused_at
     got = results(events)
     assert [r["status"] for r in got] == ["ok"] * 7 + ["error", "error", "ok"]
     contents = [
-        json.loads(m["content"]) for m in scripted_model.requests[-1].messages if m["role"] == "tool"
+        json.loads(m["content"])
+        for m in scripted_model.requests[-1].messages
+        if m["role"] == "tool"
     ]
     assert contents[:4] == [1, 2, 3, 4]  # no notice yet
     assert all("this exact call" in c["_notice"] for c in contents[4:7])
@@ -273,7 +277,9 @@ async def test_the_same_call_over_and_over_is_told_from_the_fifth_and_refused_at
 
 
 async def test_the_repeated_call_limit_comes_from_amodal_json(
-    make_repo: Callable[..., Path], harness_for: Callable[[Path], Any], scripted_model: ScriptedModel
+    make_repo: Callable[..., Path],
+    harness_for: Callable[[Path], Any],
+    scripted_model: ScriptedModel,
 ) -> None:
     repo = make_repo(GUARDED)
     config = json.loads((repo / "amodal.json").read_text())
@@ -282,7 +288,7 @@ async def test_the_repeated_call_limit_comes_from_amodal_json(
     for _ in range(3):
         scripted_model.tool_call("count", {"n": 1})
     scripted_model.reply("done")
-    contents = [r for r in results(await harness.chat("count"))]
+    contents = results(await harness.chat("count"))
     assert [r["status"] for r in contents] == ["ok", "ok", "error"]
     told = json.loads(scripted_model.requests[2].messages[-1]["content"])
     assert "(0 more allowed)" in told["_notice"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from runtime import _logs as logs
-from runtime.exceptions import AmodalError
+from runtime.exceptions import AmodalError, ModelConfigError
+from runtime.models.catalog import Price
 from runtime.repo import LoadResult, load_repo
 from runtime.repo.bundle import Bundle, server_of
 from runtime.repo.scaffold import init_repo
@@ -147,6 +149,44 @@ def agents(obj: _Context, as_json: bool) -> None:
             for agent in sorted(bundle.agents.values(), key=lambda agent: agent.name)
         ],
     )
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.pass_obj
+def models(obj: _Context, as_json: bool) -> None:
+    """The model each tier's calls use: where, its context window and price, and whether
+    they come from the repo, the shipped catalog or the defaults."""
+    from runtime.repo.model_bindings import model_table
+
+    try:
+        rows = model_table(obj.bundle().config, os.environ)
+    except ModelConfigError as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        click.echo(json.dumps([row.as_json() for row in rows], indent=2))
+        return
+    _table(
+        ["TIER", "MODEL", "ENDPOINT", "CONTEXT", "PRICE (USD / 1M in, out, cached)", "SOURCE"],
+        [
+            [
+                row.tier,
+                row.name,
+                row.endpoint,
+                f"{row.card.context_window:,}",
+                _price(row.card.price),
+                row.card.source,
+            ]
+            for row in rows
+        ],
+    )
+
+
+def _price(price: Price | None) -> str:
+    if price is None:
+        return "unknown"
+    cached = "" if price.cached_input is None else f", {price.cached_input:g}"
+    return f"{price.input:g}, {price.output:g}{cached}"
 
 
 @main.command()

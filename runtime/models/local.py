@@ -23,9 +23,9 @@ from typing import IO
 import httpx
 
 from runtime.exceptions import LocalModelError, NoModelError
+from runtime.models.catalog import LOCAL_MODEL_NAME
 from runtime.models.endpoints import ModelEndpoint
 
-LOCAL_MODEL_NAME = "smollm2"
 _WEIGHTS = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _READY_SECONDS = 60.0
 ANNOUNCEMENT = (

@@ -83,12 +83,40 @@ class Shorthand(Strict):
 
 # ---------------------------------------------------------------- amodal.json
 
+Count = Annotated[int, PydanticStrict()]
+"""A whole number as a file writes it: `"8"`, `8.0` or `true` are errors, never an 8 or a 1."""
+
+
+Usd = Annotated[float, PydanticStrict(), Field(ge=0, le=100_000)]
+"""US dollars per million tokens."""
+
+
+class ModelPrice(Strict):
+    """A model's price in USD per million tokens (SPEC 20), overriding the catalog's."""
+
+    input: Usd
+    output: Usd
+    cached_input: Usd | None = None
+
 
 class ModelBinding(Shorthand):
     model: Annotated[str, StringConstraints(min_length=1)]
     base_url: str | None = None
     api_key: SecretStr | None = None
     provider: str | None = None
+    context_window: Count | None = Field(default=None, ge=1_024, le=100_000_000)
+    max_output_tokens: Count | None = Field(default=None, ge=1, le=10_000_000)
+    price: ModelPrice | None = None
+
+    @model_validator(mode="after")
+    def _room_to_answer(self) -> ModelBinding:
+        window, longest = self.context_window, self.max_output_tokens
+        if window is not None and longest is not None and longest >= window:
+            raise ValueError(
+                f"maxOutputTokens ({longest}) must be less than contextWindow ({window}): "
+                "the window holds the input and the answer"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -242,10 +270,6 @@ class ApiKey(Strict):
 class Auth(Strict):
     jwt: JwtAuth | None = None
     api_keys: tuple[ApiKey, ...] = ()
-
-
-Count = Annotated[int, PydanticStrict()]
-"""A whole number as a file writes it: `"8"`, `8.0` or `true` are errors, never an 8 or a 1."""
 
 
 class Delegation(Strict):

@@ -1,14 +1,17 @@
 """Which endpoint each tier's calls go to (SPEC 8): amodal.json's `models` plus the
 environment, as a `runtime.models.endpoints.ModelEndpoint`, or None when nothing is
-configured (the caller may start the offline model)."""
+configured (the caller may start the offline model); and what is known of each model
+(`model_card`: its window and price, SPEC 20)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from runtime.exceptions import ModelConfigError
 from runtime.models import ModelTier
+from runtime.models.catalog import LOCAL_MODEL_NAME, ModelCard, Price, card_for
 from runtime.models.endpoints import OPENAI_BASE_URL, ModelEndpoint, display_url
 from runtime.repo.formats import ModelBinding, RepoConfig
 
@@ -96,3 +99,55 @@ def _resolve_tier(
 def _secret(value: Any) -> str | None:
     secret = value.get_secret_value() if value is not None else None
     return secret if isinstance(secret, str) and secret else None
+
+
+TIERS: tuple[ModelTier, ...] = ("default", "simple", "advanced")
+OFFLINE_ENDPOINT = "offline (llama.cpp on loopback)"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRow:
+    """One line of `amodal models`: a tier, the model its calls use, where, and its card."""
+
+    tier: ModelTier
+    name: str
+    endpoint: str
+    card: ModelCard
+
+    def as_json(self) -> dict[str, Any]:
+        price = self.card.price
+        return {
+            "name": self.name,
+            "tier": self.tier,
+            "endpoint": self.endpoint,
+            "context_window": self.card.context_window,
+            "max_output_tokens": self.card.max_output_tokens,
+            "price": price.as_json() if price is not None else None,
+            "source": self.card.source,
+        }
+
+
+def model_card(config: RepoConfig, name: str) -> ModelCard:
+    """What is known of the model `name`: a `models` entry of amodal.json naming it (its
+    `contextWindow`, `maxOutputTokens`, `price`), else the catalog, else the defaults."""
+    for binding in (config.models.main, config.models.simple, config.models.advanced):
+        if binding is not None and binding.model == name:
+            price = binding.price
+            return card_for(
+                name,
+                context_window=binding.context_window,
+                max_output_tokens=binding.max_output_tokens,
+                price=Price(price.input, price.output, price.cached_input) if price else None,
+            )
+    return card_for(name)
+
+
+def model_table(config: RepoConfig, environ: Mapping[str, str]) -> list[ModelRow]:
+    """The model each tier's calls use, with its card: what `amodal models` prints."""
+    rows = []
+    for tier in TIERS:
+        endpoint = resolve_endpoint(config, tier, environ)
+        name = endpoint.model if endpoint is not None else LOCAL_MODEL_NAME
+        where = endpoint.display_url if endpoint is not None else OFFLINE_ENDPOINT
+        rows.append(ModelRow(tier, name, where, model_card(config, name)))
+    return rows
