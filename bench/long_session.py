@@ -52,7 +52,8 @@ def write_repo(root: Path) -> Path:
             "parameters": {"type": "object", "properties": {"page": {"type": "integer"}}},
         },
         "tools/fetch/handler.py": (
-            f"async def handler(args, ctx):\n    return 'page %d ' % args['page'] + 'w' * {LONG_RESULT_CHARS}\n"
+            "async def handler(args, ctx):\n"
+            f"    return 'page %d ' % args['page'] + 'w' * {LONG_RESULT_CHARS}\n"
         ),
     }
     for name, body in files.items():
@@ -149,20 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     early = statistics.median(cpu[7:12]) * 1000
     late = statistics.median(cpu[-5:]) * 1000
     room = WINDOW - ANSWER
-    print(
-        f"long session: {turns} turns, tool results of {LONG_RESULT_CHARS:,} characters, window {WINDOW:,}"
-    )
-    print(
-        f"model calls: {len(found['inputs'])}, largest input {max(found['inputs']):,} tokens "
-        f"(room {room:,}): {'every call fit' if max(found['inputs']) <= room else 'OVER THE WINDOW'}"
-    )
+    largest = max(found["inputs"])
+    fit = "every call fit" if largest <= room else "OVER THE WINDOW"
+    print(f"long session: {turns} turns, results of {LONG_RESULT_CHARS:,} characters")
+    print(f"model calls: {len(found['inputs'])}, largest input {largest:,} tokens")
+    print(f"  (window {WINDOW:,}, room {room:,}): {fit}")
     print(f"compactions: {found['stages']}")
-    print(
-        f"runtime CPU per turn: turn 10 {early:.2f} ms, turn {turns} {late:.2f} ms, ratio {late / early:.2f}x (target under 1.2x)"
-    )
-    print(
-        f"one compaction's own CPU (summary stage, no model call): {found['compaction_cpu'] * 1000:.2f} ms"
-    )
+    print(f"runtime CPU per turn: turn 10 {early:.2f} ms, turn {turns} {late:.2f} ms")
+    print(f"  ratio {late / early:.2f}x (target under 1.2x)")
+    spent = found["compaction_cpu"] * 1000
+    print(f"one compaction's own CPU (summary stage, no model call): {spent:.2f} ms")
     return 0
 
 
