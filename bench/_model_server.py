@@ -23,7 +23,7 @@ from bench._scenario import RESPONDERS
 from runtime.testing import RecordedRequest, ScriptedModel, Step
 from runtime.testing._server import _ScriptedHTTPServer
 
-DEFAULT_LATENCY = {"tools": 0.0, "delegation": 0.2, "chat": 0.1}
+DEFAULT_LATENCY = {"tools": 0.0, "delegation": 0.2, "chat": 0.1, "long": 0.0}
 _KEEP_REQUESTS = 200
 
 

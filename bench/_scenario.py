@@ -131,4 +131,27 @@ def answer_chat(request: RecordedRequest) -> Step:
     return reply(CHAT_TEXT)
 
 
-RESPONDERS = {"tools": answer_tools, "delegation": answer_delegation, "chat": answer_chat}
+LONG_RESULT_CHARS = 5_000
+"""What each tool call of the long session returns (bench.long_session)."""
+SUMMARY = "A record: the person read pages one after another; each page was fetched and read."
+
+
+def answer_long(request: RecordedRequest) -> Step:
+    """A long session: each user message fetches a page, then the agent answers; the
+    summariser (compaction) gets a short record."""
+    from runtime.testing import reply, tool_call
+
+    if (request.system or "").startswith("You write the record"):
+        return reply(SUMMARY)
+    last = request.messages[-1]
+    if last["role"] == "user":
+        return tool_call("fetch", {"page": len(request.messages)})
+    return reply("Read it.")
+
+
+RESPONDERS = {
+    "tools": answer_tools,
+    "delegation": answer_delegation,
+    "chat": answer_chat,
+    "long": answer_long,
+}

@@ -425,6 +425,25 @@ class Runtime:
         seen = position(after) if after else (0, 0)
         return self._streams.follow(session_id, seen)
 
+    async def compact(
+        self,
+        session_id: str,
+        *,
+        focus: str | None = None,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> events.Compaction | None:
+        """Compact the session now (SPEC 20): its older turns become a summary the model is
+        shown instead, written with `focus` in mind when given; the log keeps everything.
+        None when nothing is older than the turns kept whole. `SessionBusyError` while a
+        turn runs."""
+        if focus is not None:
+            problem = json_problem(focus, "focus")
+            if problem is not None:
+                raise InvalidRequestError(problem)
+        done = await self._chats.compact(session_id, _caller(claims, operator), focus)
+        return next((e for e in done if isinstance(e, events.Compaction)), None)
+
     async def sessions(
         self,
         *,

@@ -224,6 +224,22 @@ class ModelUsage(_Event):
         return {"model": self.model, "usage": self.usage.as_json()}
 
 
+CompactionStage = Literal["mask", "summary"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compaction(_Event):
+    """The session's view was compacted to stay inside the model's window (SPEC 20): old tool
+    results elided (`mask`), or the older turns replaced by a summary (`summary`). The log
+    keeps everything; `covered` counts the log entries the model now sees in short."""
+
+    type: ClassVar[str] = "compaction"
+    stage: CompactionStage
+    before_tokens: int
+    after_tokens: int
+    covered: int
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Error(_Event):
     """The turn failed: `code` is `model_error`, `runtime_error` or `internal_error`.
@@ -264,6 +280,7 @@ Event = (
     | ConfirmationRequired
     | SurfaceChanged
     | ModelUsage
+    | Compaction
     | Error
     | Done
 )
@@ -283,6 +300,7 @@ EVENT_TYPES: dict[str, type[_Event]] = {
         ConfirmationRequired,
         SurfaceChanged,
         ModelUsage,
+        Compaction,
         Error,
         Done,
     )

@@ -18,6 +18,7 @@ AmodalError                       anything this package raises on purpose
  │    └── DocumentError           422: a store document, key or query its schema refuses
  ├── RunError                     a turn failed while it ran (reported as an `error` event)
  │    ├── ModelError              a model call failed after its retries
+ │    ├── ContextOverflowError    a call's input does not fit its model's window, even compacted
  │    └── TemplateRenderError     AGENT.md or CONTEXT.md failed to render
  └── StorageError                 the database failed (locked past the busy timeout, disk, ...)
       ├── UnsupportedDatabaseError  a URL this build cannot open (postgresql:// without the extra)
@@ -228,6 +229,22 @@ class ModelError(RunError):
         self.attempts = attempts
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         super().__init__(f"model {model!r} at {endpoint} failed{tries}: {reason}")
+
+
+class ContextOverflowError(RunError):
+    """A model call's input would not fit the model's window, even after compaction: the run
+    ends with error code `context_overflow` instead of a provider's raw 400."""
+
+    code = "context_overflow"
+
+    def __init__(self, model: str, window: int, needed: int) -> None:
+        self.model, self.window, self.needed = model, window, needed
+        super().__init__(
+            f"context_overflow: the next call to model {model!r} needs about {needed:,} input "
+            f"tokens, more than its {window:,}-token window leaves room for (less its longest "
+            "answer); compaction could not shorten it enough. Start a new session, or use a "
+            "model with a larger window (contextWindow in amodal.json)."
+        )
 
 
 class TemplateRenderError(RunError):

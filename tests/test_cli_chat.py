@@ -284,6 +284,30 @@ def test_without_a_message_each_stdin_line_is_a_turn_of_one_session(
     assert contents(second, "assistant") == ["First answer."]
 
 
+def test_slash_compact_summarises_the_session_in_the_interactive_chat(
+    desk: Path, tmp_path: Path, scripted_model: ScriptedModel
+) -> None:
+    for number in range(1, 4):
+        scripted_model.reply(f"Answer {number}: " + "a long explanation " * 20)
+    scripted_model.reply("A record: three questions were asked and answered.")  # the summary
+    scripted_model.reply("Answer 4.")
+    completed = subprocess.run(
+        [str(Path(sys.executable).with_name("amodal")), "--repo", str(desk), "chat"],
+        input="q1\nq2\nq3\n/compact the answers\nq4\n",
+        env={**os.environ, "AMODAL_DATA_DIR": str(tmp_path / "data")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "(compacted: 2 log entries summarised" in completed.stderr  # q1 and its answer
+    summariser = scripted_model.requests[3]
+    assert "keep in particular: the answers" in (summariser.system or "")
+    after = scripted_model.requests[4].messages
+    assert "three questions were asked" in contents(after, "user")[0]
+    assert contents(after, "user")[1:] == ["q2", "q3", "q4"]
+
+
 # ---------------------------------------------------------------- serve
 
 

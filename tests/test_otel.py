@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -126,3 +127,28 @@ async def test_no_span_is_made_when_no_exporter_is_configured(
     ) as rt:
         await rt.chat("go")
     assert exporter.get_finished_spans() == ()
+
+
+async def test_a_summariser_call_is_a_model_span_under_the_turn_that_compacted(
+    make_repo: Callable[..., Path], exporter: InMemorySpanExporter, scripted_model: Any
+) -> None:
+    from runtime.engine.compaction import SUMMARY_PROMPT
+    from tests.test_compaction import desk, repo
+
+    observer = OpenTelemetryObserver(provider(exporter), record_content=True)
+    scripted_model.respond(desk())
+    async with Runtime.open(make_repo(repo(1_900)), observers=[observer]) as rt:
+        session_id = None
+        for number in range(1, 12):
+            result = await rt.chat(f"read page {number}", session_id=session_id, operator=True)
+            session_id = result.session_id
+    spans = exporter.get_finished_spans()
+    turns = {span.context.span_id for span in spans if span.name.startswith("invoke_agent")}
+    summarising = [
+        span
+        for span in spans
+        if span.name == "chat scripted"
+        and SUMMARY_PROMPT[:40] in str(span.attributes.get("gen_ai.input.messages"))
+    ]
+    assert summarising
+    assert all(span.parent is not None and span.parent.span_id in turns for span in summarising)

@@ -54,12 +54,30 @@ async def _chat(
             line = await anyio.to_thread.run_sync(sys.stdin.readline)
             if not line or line.strip() in ("exit", "quit"):
                 return 1 if failed else 0
-            if line.strip():
+            if line.strip().split(maxsplit=1)[0] == "/compact":
+                await _compact(runtime, session_id, line.strip().removeprefix("/compact"))
+            elif line.strip():
                 ok, session_id = await _turn(
                     runtime, line.strip(), agent, context, session_id, as_json
                 )
                 failed = failed or not ok
                 agent = None  # the root is sticky; name it again only to re-root
+
+
+async def _compact(runtime: Runtime, session_id: str | None, focus: str) -> None:
+    """`/compact [focus]`: the session's older turns summarised now (SPEC 20)."""
+    if session_id is None:
+        print("(nothing to compact yet: no session)", file=sys.stderr)
+        return
+    done = await runtime.compact(session_id, focus=focus.strip() or None, operator=True)
+    if done is None:
+        print("(nothing to compact: every turn is recent)", file=sys.stderr)
+    else:
+        print(
+            f"(compacted: {done.covered} log entries summarised, about "
+            f"{done.before_tokens:,} -> {done.after_tokens:,} input tokens)",
+            file=sys.stderr,
+        )
 
 
 async def _turn(
@@ -104,6 +122,10 @@ def _show(event: events.Event, root: str, status: _Status) -> None:
             status.clear()
         case events.AgentChange(from_agent=before, to_agent=after):
             print(f"[{before} -> {after}]", file=sys.stderr)
+        case events.Compaction(stage=stage, before_tokens=before, after_tokens=after):
+            status.clear()
+            what = "old tool results elided" if stage == "mask" else "older turns summarised"
+            print(f"[context compacted: {what}, {before:,} -> {after:,} tokens]", file=sys.stderr)
         case events.Choice(question=question, options=options):
             print(f"\n{question}", file=sys.stderr)
             for index, option in enumerate(options, 1):

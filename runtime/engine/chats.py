@@ -14,11 +14,17 @@ import json
 import uuid
 from collections.abc import Callable
 
-from runtime.engine.leases import LeaseKeeper
+import anyio
+
+from runtime.engine.compaction import compactor_for
+from runtime.engine.leases import LeaseKeeper, recover
+from runtime.engine.log import CompactionEntry, append, wire_events
 from runtime.engine.loop import PendingCall, Resume
 from runtime.engine.rooting import Rooting, choose_root
 from runtime.engine.services import Services
 from runtime.engine.turn import Turn
+from runtime.engine.view import estimate
+from runtime.events import Event
 from runtime.exceptions import ConfirmationNotFoundError, SessionNotFoundError
 from runtime.models import ToolCallRequest
 from runtime.repo.bundle import Bundle
@@ -105,6 +111,45 @@ class ChatService:
             resume=resume,
         )
 
+    async def compact(
+        self, session_id: str, caller: Caller, focus: str | None = None
+    ) -> list[Event]:
+        """Summarise the session's older turns now (SPEC 20), as a turn would when its model's
+        window fills; `SessionBusyError` while a turn runs. Its `compaction` event, or none
+        when there is nothing older than the turns compaction keeps whole."""
+        session = await self._session(session_id, caller)
+        lease = await self.leases.acquire(session.id)
+        try:
+            return await self._compacted(session, focus)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await lease.release()
+
+    async def _compacted(self, session: SessionRecord, focus: str | None) -> list[Event]:
+        bundle, services = self.bundle(), self.services
+        view = services.views.get(session.id)
+        await view.catch_up(services.storage)
+        await recover(services.storage, view)
+        last = view.last_turn
+        if last is None:
+            return []
+
+        async def record(entry: CompactionEntry) -> list[Event]:
+            logged = await append(
+                services.storage,
+                session.id,
+                entry,
+                run_id=last.run_id,
+                agent=last.agent,
+                bundle_version=bundle.version,
+            )
+            view.add(logged)
+            return wire_events(logged)
+
+        compactor = compactor_for(services, bundle, view, last.run_id, last.agent, record)
+        base = estimate(view.prompt.text) if view.prompt is not None else 0
+        return await compactor.compact(base, focus=focus, summary=True)
+
     async def get_session(
         self, session_id: str, caller: Caller
     ) -> tuple[SessionRecord, list[StoredEvent]]:
@@ -130,6 +175,7 @@ class ChatService:
         await self._session(session_id, caller)
         await self.storage.delete_session(session_id)
         self.services.prompts.pop(session_id, None)
+        self.services.views.drop(session_id)
 
     async def _session(self, session_id: str, caller: Caller) -> SessionRecord:
         session = await self.storage.get_session(session_id)

@@ -25,9 +25,8 @@ from runtime.engine.log import (
     Logged,
     ToolResultEntry,
     append,
-    open_turn,
 )
-from runtime.engine.transcript import open_calls, rebuild
+from runtime.engine.view import SessionView
 from runtime.exceptions import SessionBusyError
 from runtime.storage import Storage
 
@@ -106,20 +105,22 @@ class LeaseKeeper:
 
 
 async def recover(
-    storage: Storage, session_id: str, entries: list[Logged], awaiting: Set[str] = frozenset()
+    storage: Storage, view: SessionView, awaiting: Set[str] = frozenset()
 ) -> list[Logged]:
     """Close what a dead holder of the session left open; the caller holds the lease now and
-    has read the session's log (`entries`). The entries this appended. A call a person is
-    asked to approve (pending, or in `awaiting`: being answered now) is left open.
+    `view` has caught up with the log. The entries this appended (the view has them too).
+    A call a person is asked to approve (pending, or in `awaiting`: being answered now) is
+    left open.
 
     A turn whose log has no `done` died with its holder, whether or not its run was ever
     recorded: its runs still `running` become `interrupted`, its tool calls without a
     result get an interrupted one, and it gets the `error` and `done` it never wrote, so
     anyone following it sees it end.
     """
-    dead = open_turn(entries)
+    dead = view.open_turn
     if dead is None:
         return []
+    session_id = view.session_id
     closed = await storage.interrupt_runs(session_id, INTERRUPTED_RUN)
     logger.warning("turn_interrupted", extra={"event": "turn_interrupted", "session": session_id})
     roots = [(run.id, run.agent) for run in closed if run.depth == 0 and run.id != dead.run_id]
@@ -127,16 +128,15 @@ async def recover(
     appended: list[Logged] = []
 
     async def write(entry: LogEntry, run_id: str, agent: str) -> None:
-        appended.append(
-            await append(
-                storage, session_id, entry, run_id=run_id, agent=agent, bundle_version=None
-            )
+        logged = await append(
+            storage, session_id, entry, run_id=run_id, agent=agent, bundle_version=None
         )
+        view.add(logged)
+        appended.append(logged)
 
     pending = {p.call_id for p in await storage.list_pending(session_id)} | awaiting
-    for call_id, name in open_calls(rebuild(entries, repair=False)):
-        if call_id not in pending:
-            await write(ToolResultEntry.interrupted(call_id, name), dead.run_id, dead.agent)
+    for call_id, name in view.unanswered(pending):
+        await write(ToolResultEntry.interrupted(call_id, name), dead.run_id, dead.agent)
     for run_id, agent in roots:
         await write(ErrorEntry("interrupted", INTERRUPTED_RUN), run_id, agent)
         await write(DoneEntry("error"), run_id, agent)

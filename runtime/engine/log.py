@@ -17,7 +17,7 @@ shows): they never change, so logs written by earlier versions decode too.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Protocol, Self
@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol, Self
 import anyio
 
 from runtime import events
-from runtime.events import EVENT_ID, DoneReason, Event, ToolStatus, Usage
+from runtime.events import EVENT_ID, CompactionStage, DoneReason, Event, ToolStatus, Usage
 from runtime.exceptions import InvalidEventIdError
 from runtime.models import ToolCallRequest
 from runtime.storage import JSONObject, Storage, StoredEvent
@@ -469,6 +469,62 @@ class ConfirmationEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class CompactionEntry:
+    """The model's view of the session was compacted (SPEC 20); the log before it stays whole.
+
+    `through` is the last entry the compaction reaches: with stage `mask`, the tool results
+    up to it longer than `MASK_OVER` characters are shown elided; with `summary`, the
+    conversation up to it is shown as `summary`. `covered` counts the entries it shortened.
+    """
+
+    kind: ClassVar[str] = "compaction"
+    stage: CompactionStage
+    through: int
+    before_tokens: int
+    after_tokens: int
+    covered: int
+    summary: str = ""
+    focus: str | None = None
+
+    def data(self) -> JSONObject:
+        body: JSONObject = {
+            "stage": self.stage,
+            "through": self.through,
+            "before_tokens": self.before_tokens,
+            "after_tokens": self.after_tokens,
+            "covered": self.covered,
+        }
+        if self.stage == "summary":
+            body["summary"] = self.summary
+        if self.focus is not None:
+            body["focus"] = self.focus
+        return body
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(
+            data["stage"],
+            data["through"],
+            data["before_tokens"],
+            data["after_tokens"],
+            data["covered"],
+            data.get("summary", ""),
+            data.get("focus"),
+        )
+
+    def events(self, at: Logged) -> list[Event]:
+        return [
+            events.Compaction(
+                **at.event_fields(),
+                stage=self.stage,
+                before_tokens=self.before_tokens,
+                after_tokens=self.after_tokens,
+                covered=self.covered,
+            )
+        ]
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorEntry:
     """What ended a turn that failed."""
 
@@ -532,6 +588,7 @@ _KINDS: dict[str, Any] = {
         SpecialistEndEntry,
         ChoiceEntry,
         ConfirmationEntry,
+        CompactionEntry,
         ErrorEntry,
         DoneEntry,
     )
@@ -671,8 +728,8 @@ class Recorder(Protocol):
 
 
 class SessionLog:
-    """A turn's recorder: appends to the session's log, and keeps what it appended so the
-    turn never reads its own entries back.
+    """A turn's recorder: appends to the session's log, and tells `follow` (the session's
+    view) of each entry, so the turn never reads its own entries back.
 
     Specialists' entries (`stream_run`) are also published to `sink`, the channel their
     events reach the client through, in the same step as their append: concurrent
@@ -681,15 +738,21 @@ class SessionLog:
     """
 
     def __init__(
-        self, storage: Storage, session_id: str, bundle_version: str, sink: Publisher
+        self,
+        storage: Storage,
+        session_id: str,
+        bundle_version: str,
+        sink: Publisher,
+        follow: Callable[[Logged], None] | None = None,
     ) -> None:
         self._storage = storage
         self._session_id = session_id
         self._version = bundle_version
         self._sink = sink
+        self._follow = follow
+        """Told of every entry as it is appended (the session's view)."""
         self._streamed: set[str] = set()
         self._lock = anyio.Lock(fast_acquire=True)  # no checkpoint when nobody waits
-        self.appended: list[Logged] = []
 
     def stream_run(self, run_id: str) -> None:
         """Publish the entries of this (specialist) run to the sink from now on."""
@@ -710,13 +773,15 @@ class SessionLog:
                 if run_id in self._streamed:
                     for event in found:
                         self._sink.publish(event)
-        self.appended.append(logged)
+                if self._follow is not None:
+                    self._follow(logged)
         return found
 
 
 __all__ = [
     "AnswerEntry",
     "ChoiceEntry",
+    "CompactionEntry",
     "ConfirmationEntry",
     "DoneEntry",
     "ErrorEntry",

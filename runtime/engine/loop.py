@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -33,10 +33,12 @@ from runtime.engine.log import (
     ToolResultEntry,
     shown_arguments,
 )
-from runtime.engine.transcript import assistant_message, tool_message
+from runtime.engine.transcript import Message, assistant_message, tool_message
+from runtime.engine.view import estimate
 from runtime.events import DoneReason, Event, ToolStatus, Usage
-from runtime.exceptions import ModelError, ToolError
+from runtime.exceptions import ContextOverflowError, ModelError, ToolError
 from runtime.models import Model, ModelReply, ModelSettings, ToolCallRequest
+from runtime.models.catalog import ModelCard
 from runtime.observe.hooks import (
     NO_OBSERVERS,
     ModelCallEnded,
@@ -71,6 +73,8 @@ class RunSpec:
     tools: Mapping[str, Tool]
     max_tool_calls: int
     model: Model
+    card: ModelCard
+    """What is known of the model: its window (SPEC 20)."""
     cache_key: str
     tool_context: ToolContext
     settings: ModelSettings = field(default_factory=ModelSettings)
@@ -107,15 +111,61 @@ class Resume:
     approved: bool
 
 
+class Conversation(Protocol):
+    """What a run's model is shown, as the run goes."""
+
+    def messages(self) -> list[Message]:
+        """The conversation the next call sends (after the system prompt)."""
+        ...
+
+    def add(self, entry: AnswerEntry | ToolResultEntry) -> None:
+        """An answer or a result the run just recorded."""
+        ...
+
+    async def fit(self, card: ModelCard, model: str, base: int) -> list[Event]:
+        """Make the next call fit `card`'s window (`base`: the tokens of the system prompt
+        and tool schemas), or raise `ContextOverflowError`; the events of what it did."""
+        ...
+
+
+class RunTranscript:
+    """A specialist's conversation: its task, then what its run adds. Never compacted: one
+    that outgrows its window fails as a specialist with `context_overflow`."""
+
+    def __init__(self, first: Message) -> None:
+        self._messages = [first]
+        self._reported: tuple[int, int] | None = None  # (messages counted, their tokens)
+
+    def messages(self) -> list[Message]:
+        return self._messages
+
+    def add(self, entry: AnswerEntry | ToolResultEntry) -> None:
+        if isinstance(entry, AnswerEntry):
+            if entry.usage.input_tokens:
+                self._reported = (len(self._messages), entry.usage.input_tokens)
+            self._messages.append(assistant_message(entry))
+        else:
+            self._messages.append(tool_message(entry))
+
+    async def fit(self, card: ModelCard, model: str, base: int) -> list[Event]:
+        counted, tokens = self._reported or (0, base)
+        tokens += sum(estimate(str(m.get("content") or "")) for m in self._messages[counted:])
+        if tokens > card.input_budget:
+            raise ContextOverflowError(model, card.context_window, tokens)
+        return []
+
+
 async def run_loop(
     spec: RunSpec,
-    transcript: list[dict[str, Any]],
+    conversation: Conversation,
     recorder: Recorder,
     *,
     resume: Resume | None = None,
 ) -> AsyncIterator[Event | RunOutcome]:
-    """Run the loop over `transcript` (OpenAI messages, appended to in place); the events,
-    then one `RunOutcome`. A model failure raises `ModelError` after the events so far."""
+    """Run the loop over `conversation`; the events, then one `RunOutcome`. A model failure
+    raises `ModelError` after the events so far; a call that cannot fit the model's window,
+    `ContextOverflowError`."""
+    base = _base_tokens(spec)
     used = 0
     repeats = _Repeats(spec.repeat_limit)
     if resume is not None:
@@ -123,14 +173,16 @@ async def run_loop(
         result = await _resumed_result(spec, resume)
         used += 1 if resume.approved else 0
         async for event in _results(
-            spec, transcript, recorder, [(resume.pending.call, result)], used
+            spec, conversation, recorder, [(resume.pending.call, result)], used
         ):
             yield event
     while True:
         out_of_budget = used >= spec.max_tool_calls
+        for event in await conversation.fit(spec.card, spec.model.name, base):
+            yield event
         reply: ModelReply | None = None
         text = _TextBuffer()
-        async for item in _model_call(spec, transcript, out_of_budget):
+        async for item in _model_call(spec, conversation.messages(), out_of_budget):
             if isinstance(item, ModelReply):
                 reply = item
             elif text.add(item):
@@ -142,9 +194,9 @@ async def run_loop(
         assert reply is not None  # a model always ends with a reply or raises
         calls = [] if out_of_budget else list(reply.tool_calls)
         answer = AnswerEntry(reply.text, tuple(calls), reply.model, reply.usage)
-        transcript.append(assistant_message(answer))
         for event in await _record(spec, recorder, answer):
             yield event  # the model's usage, then one tool_call event per call
+        conversation.add(answer)
         if out_of_budget or not calls:
             yield RunOutcome("max_tool_calls" if out_of_budget else "model_stop", reply.text)
             return
@@ -157,7 +209,7 @@ async def run_loop(
                 yield event
             step = box[0]
         used = step.used
-        async for event in _results(spec, transcript, recorder, step.done, used):
+        async for event in _results(spec, conversation, recorder, step.done, used):
             yield event
         if step.choice is not None:
             asked = ChoiceEntry(step.choice["question"], tuple(step.choice["options"]))
@@ -203,11 +255,11 @@ async def _record(spec: RunSpec, recorder: Recorder, entry: LogEntry) -> list[Ev
 
 
 def _model_call(
-    spec: RunSpec, transcript: list[dict[str, Any]], out_of_budget: bool
+    spec: RunSpec, conversation: list[Message], out_of_budget: bool
 ) -> AsyncIterator[str | ModelReply]:
     """One model call; reported to the observers when there are any (without them, the
     model's own stream: no layer a turn's every delta would pass through)."""
-    messages = _messages(spec, transcript, out_of_budget)
+    messages = _messages(spec, conversation, out_of_budget)
     tools = None if out_of_budget or not spec.tools else [t.schema() for t in spec.tools.values()]
     stream = spec.model.stream(messages, tools, spec.settings, cache_key=spec.cache_key)
     if not spec.observers:
@@ -512,7 +564,7 @@ async def _resumed_result(spec: RunSpec, resume: Resume) -> _Outcome:
 
 async def _results(
     spec: RunSpec,
-    transcript: list[dict[str, Any]],
+    conversation: Conversation,
     recorder: Recorder,
     done: list[tuple[ToolCallRequest, _Outcome]],
     used: int,
@@ -532,16 +584,21 @@ async def _results(
             outcome.result,
             outcome.error,
         )
-        transcript.append(tool_message(entry))
         for event in await _record(spec, recorder, entry):
             yield event
+        conversation.add(entry)
 
 
-def _messages(
-    spec: RunSpec, transcript: list[dict[str, Any]], out_of_budget: bool
-) -> list[dict[str, Any]]:
-    """System prompt, transcript, and the per-turn context just before the newest user message."""
-    messages = [{"role": "system", "content": spec.system_prompt}, *transcript]
+def _base_tokens(spec: RunSpec) -> int:
+    """What every call of the run sends besides the conversation: its prompts and tools."""
+    schemas = json.dumps([tool.schema() for tool in spec.tools.values()])
+    return estimate(spec.system_prompt) + estimate(spec.context_prompt or "") + estimate(schemas)
+
+
+def _messages(spec: RunSpec, conversation: list[Message], out_of_budget: bool) -> list[Message]:
+    """System prompt, conversation, and the per-turn context just before the newest user
+    message."""
+    messages = [{"role": "system", "content": spec.system_prompt}, *conversation]
     if spec.context_prompt:
         newest_user = max(
             (i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages)

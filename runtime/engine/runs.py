@@ -25,7 +25,16 @@ from runtime.engine.log import (
     SpecialistEndEntry,
     SpecialistStartEntry,
 )
-from runtime.engine.loop import EventSink, PendingCall, Resume, RunOutcome, RunSpec, run_loop
+from runtime.engine.loop import (
+    Conversation,
+    EventSink,
+    PendingCall,
+    Resume,
+    RunOutcome,
+    RunSpec,
+    RunTranscript,
+    run_loop,
+)
 from runtime.engine.services import Services
 from runtime.events import Event, Usage
 from runtime.models import ModelTier
@@ -33,6 +42,7 @@ from runtime.observe.hooks import RunEnded, RunStarted
 from runtime.outside.mcp import NO_SERVERS, McpSnapshot
 from runtime.outside.rest import Connections
 from runtime.repo.bundle import Bundle
+from runtime.repo.model_bindings import model_card
 from runtime.repo.registry import CALL_SUBAGENT, REQUEST
 from runtime.storage import RunRecord, RunStatus, Storage, utc_now
 from runtime.surface.prompt import system_prompt
@@ -82,7 +92,7 @@ async def recorded_run(
     storage: Storage,
     record: RunRecord,
     prepare: Callable[[], Awaitable[RunSpec]],
-    transcript: list[dict[str, Any]],
+    conversation: Conversation,
     recorder: Recorder,
     *,
     resume: Resume | None = None,
@@ -98,7 +108,7 @@ async def recorded_run(
     failure: Exception | None = None
     try:
         spec = await prepare()
-        async for item in run_loop(spec, transcript, recorder, resume=resume):
+        async for item in run_loop(spec, conversation, recorder, resume=resume):
             if isinstance(item, RunOutcome):
                 outcome = item
                 continue
@@ -200,6 +210,7 @@ class TurnScope:
 
         async def prepare() -> RunSpec:
             surface = self.resolve(name, caller)
+            model = await self.services.models.model(bundle, tier or agent.model_tier)
             return RunSpec(
                 session_id=self.session_id,
                 run_id=run_id,
@@ -208,7 +219,8 @@ class TurnScope:
                 context_prompt=None,  # CONTEXT.md is for the agent that roots the chat only
                 tools=self.tools_for(surface, caller, run_id, depth),
                 max_tool_calls=agent.max_tool_calls or DEFAULT_SPECIALIST_BUDGET,
-                model=await self.services.models.model(bundle, tier or agent.model_tier),
+                model=model,
+                card=model_card(bundle.config, model.name),
                 settings=agent.model_settings,
                 cache_key=f"amodal:{bundle.config.name}:{name}",
                 tool_context=ToolContext(
@@ -225,9 +237,7 @@ class TurnScope:
             SpecialistStartEntry(parent_run_id, depth, name, label), run_id=run_id, agent=name
         )
         self.services.observers.notify("run_started", started)
-        transcript: list[dict[str, Any]] = [
-            {"role": "user", "content": task_message(task, attachments)}
-        ]
+        transcript = RunTranscript({"role": "user", "content": task_message(task, attachments)})
         try:  # a specialist's failure is its task's error (in `result`), never the batch's
             async for item in recorded_run(
                 self.storage, record, prepare, transcript, self.recorder

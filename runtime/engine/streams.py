@@ -25,6 +25,7 @@ from anyio.abc import TaskGroup
 from runtime.engine.leases import LeaseKeeper, recover
 from runtime.engine.log import DoneEntry, Position, after, open_turn, position, read
 from runtime.engine.turn import Turn
+from runtime.engine.view import SessionView
 from runtime.events import Event
 
 POLL_SECONDS = 0.05
@@ -125,6 +126,8 @@ class TurnStreams:
         probe = f"follower:{uuid.uuid4().hex[:8]}"
         if await storage.try_acquire_turn(session_id, probe, self._leases.seconds):
             try:
-                await recover(storage, session_id, await read(storage, session_id))
+                view = SessionView(session_id)
+                await view.catch_up(storage)
+                await recover(storage, view)
             finally:
                 await storage.release_turn(session_id, probe)

@@ -1,29 +1,29 @@
-"""What the model is shown of a session: its transcript, rebuilt from the session's log.
-
-Only the root runs' entries form the conversation (a specialist's work reaches
-it as a tool result). The rebuilt transcript is always valid for the next model
-call: a tool call left without a result (a crash, a cancelled turn) gets an
-`interrupted` result, except the one call a person is still asked to approve.
-"""
+"""The messages a model is shown, built from log entries (`runtime.engine.view` decides
+which): one constructor per kind of message, and the repair that keeps a transcript
+valid for the next call when a tool call never got its result."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Set
 from typing import Any
 
-from runtime.engine.log import (
-    INTERRUPTED_CONTENT,
-    AnswerEntry,
-    HandoffEntry,
-    Logged,
-    ToolResultEntry,
-    TurnEntry,
-    UserEntry,
-    read,
-)
-from runtime.storage import Storage
+from runtime.engine.log import INTERRUPTED_CONTENT, AnswerEntry, ToolResultEntry
 
 Message = dict[str, Any]
+
+SUMMARY_HEADING = (
+    "[A record of the earlier conversation, written by the runtime when it was compacted to "
+    "fit the model's window. It is a summary of what was said and done, not an instruction.]"
+)
+
+
+def user_message(text: str) -> Message:
+    return {"role": "user", "content": text}
+
+
+def summary_message(summary: str) -> Message:
+    """The summary that stands for the compacted turns: a record, never instructions."""
+    return user_message(f"{SUMMARY_HEADING}\n\n{summary}")
 
 
 def assistant_message(answer: AnswerEntry) -> Message:
@@ -38,28 +38,10 @@ def tool_message(result: ToolResultEntry) -> Message:
     return {"role": "tool", "tool_call_id": result.call_id, "content": result.content}
 
 
-def rebuild(
-    entries: Iterable[Logged], pending: Set[str] = frozenset(), *, repair: bool = True
-) -> list[Message]:
-    """The conversation as chat messages; `pending` are call ids awaiting approval.
-
-    With `repair`, calls left without a result get an `interrupted` one.
-    """
-    root_runs: set[str] = set()
-    messages: list[Message] = []
-    for logged in entries:
-        entry = logged.entry
-        if isinstance(entry, TurnEntry):
-            root_runs.add(logged.run_id)
-        elif logged.run_id not in root_runs:
-            continue
-        elif isinstance(entry, UserEntry | HandoffEntry):
-            messages.append({"role": "user", "content": entry.text})
-        elif isinstance(entry, AnswerEntry):
-            messages.append(assistant_message(entry))
-        elif isinstance(entry, ToolResultEntry):
-            messages.append(tool_message(entry))
-    return _close_open_calls(messages, pending) if repair else messages
+def masked_tool_message(result: ToolResultEntry) -> Message:
+    """A tool result compaction elides: its call stays answered, its bulk is gone."""
+    elided = f"[result of {result.name} elided: {len(result.content)} characters]"
+    return {"role": "tool", "tool_call_id": result.call_id, "content": elided}
 
 
 def open_calls(messages: list[Message]) -> list[tuple[str, str]]:
@@ -74,15 +56,9 @@ def open_calls(messages: list[Message]) -> list[tuple[str, str]]:
     ]
 
 
-async def unanswered_calls(storage: Storage, session_id: str) -> list[tuple[str, str]]:
-    """(id, tool name) of the session's tool calls left without a result, except those a
-    person is asked to approve: what a turn that was cut off must close."""
-    pending = {p.call_id for p in await storage.list_pending(session_id)}
-    messages = rebuild(await read(storage, session_id), repair=False)
-    return [(call_id, name) for call_id, name in open_calls(messages) if call_id not in pending]
-
-
-def _close_open_calls(messages: list[Message], pending: Set[str]) -> list[Message]:
+def close_open_calls(messages: list[Message], pending: Set[str]) -> list[Message]:
+    """The messages with an `interrupted` result for every call left without one, but the
+    calls in `pending`; results directly follow their assistant message."""
     missing = {call_id for call_id, _ in open_calls(messages)} - set(pending)
     if not missing:
         return messages

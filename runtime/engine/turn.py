@@ -19,8 +19,10 @@ from typing import Any
 import anyio
 
 from runtime import events
+from runtime.engine.compaction import Compactor, SessionConversation, compactor_for
 from runtime.engine.leases import TurnLease, recover
 from runtime.engine.log import (
+    CompactionEntry,
     DoneEntry,
     ErrorEntry,
     HandoffEntry,
@@ -33,18 +35,17 @@ from runtime.engine.log import (
     ToolResultEntry,
     TurnEntry,
     UserEntry,
-    read,
 )
 from runtime.engine.loop import EventSink, Resume, RunSpec
 from runtime.engine.rooting import Rooting, handoff_note
 from runtime.engine.runs import RunResult, TurnScope, recorded_run
 from runtime.engine.services import Services
-from runtime.engine.transcript import rebuild, unanswered_calls
 from runtime.events import DoneReason, Event, Usage
-from runtime.exceptions import AmodalError, ModelError
+from runtime.exceptions import AmodalError, ContextOverflowError, ModelError
 from runtime.models import ModelSettings, ToolCallRequest
 from runtime.observe.hooks import TurnEnded, TurnStarted
 from runtime.repo.bundle import MAIN_AGENT, AgentDefinition, Bundle
+from runtime.repo.model_bindings import model_card
 from runtime.storage import PendingConfirmation, RunRecord, SessionRecord, utc_now
 from runtime.surface.caller import Caller
 from runtime.surface.prompt import context_prompt
@@ -88,7 +89,8 @@ class Turn:
         self.reason: DoneReason | None = None
         """Why the turn ended, once it has."""
         sink = EventSink()
-        self._log = SessionLog(services.storage, session.id, bundle.version, sink)
+        self._view = services.views.get(session.id)
+        self._log = SessionLog(services.storage, session.id, bundle.version, sink, self._view.add)
         self._scope = TurnScope(bundle, session.id, rooting.agent, services, self._log, sink)
         self._consumed = False
 
@@ -160,9 +162,11 @@ class Turn:
 
     async def _events(self) -> AsyncIterator[Event]:
         bundle, storage, session = self.bundle, self.services.storage, self.session
-        history = await read(storage, session.id)
+        view = self._view
+        await view.catch_up(storage)
         answering = {self.resume.pending.call.id} if self.resume is not None else set()
-        history += await recover(storage, session.id, history, answering)  # a dead turn's rest
+        await recover(storage, view, answering)  # what a dead turn left open
+        previous_turn = view.last_turn
         definition = bundle.agents.get(self.agent) if self.agent != MAIN_AGENT else None
         caller = self.caller.surface_context(self.agent, self.context)
         surface = self._scope.resolve(self.agent, caller)
@@ -176,33 +180,33 @@ class Turn:
         if self.rooting.changed and self.rooting.previous is not None:
             for event in await self._reroot(self.rooting.previous, surface):
                 yield event
-        changed = _surface_changed(history, self.agent, surface)
+        changed = _surface_changed(previous_turn, self.agent, surface)
         if changed is not None:
             for event in await self._logged(SurfaceChangeEntry(self.agent, changed)):
                 yield event
         if self.message is not None:
-            await self._log.record(UserEntry(self.message), run_id=self.run_id, agent=self.agent)
+            await self._logged(UserEntry(self.message))
 
-        logged = [*history, *self._log.appended]
         pending_ids = {p.call_id for p in waiting} if self.message is None else set()
-        if self.resume is not None:
-            pending_ids.add(self.resume.pending.call.id)
-        transcript = rebuild(logged, pending_ids)
+        pending_ids |= answering
+        conversation = SessionConversation(view, pending_ids, self._compactor())
         label = " ".join((self.message or "(confirmation)").split())[:LABEL_CHARS]
         record = RunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
 
         async def prepare() -> RunSpec:
+            model = await self.services.models.model(
+                bundle, definition.model_tier if definition else "default"
+            )
             return RunSpec(
                 session_id=session.id,
                 run_id=self.run_id,
                 agent=self.agent,
-                system_prompt=await self._system_prompt(definition, surface, logged),
+                system_prompt=await self._system_prompt(definition, surface),
                 context_prompt=context_prompt(definition, self.context),
                 tools=self._scope.tools_for(surface, caller, self.run_id, 0),
                 max_tool_calls=_budget(bundle, definition),
-                model=await self.services.models.model(
-                    bundle, definition.model_tier if definition else "default"
-                ),
+                model=model,
+                card=model_card(bundle.config, model.name),
                 settings=definition.model_settings if definition else ModelSettings(),
                 cache_key=f"amodal:{bundle.config.name}:{self.agent}",
                 tool_context=ToolContext(
@@ -216,7 +220,7 @@ class Turn:
 
         result: RunResult | None = None
         async for item in recorded_run(
-            storage, record, prepare, transcript, self._log, resume=self.resume
+            storage, record, prepare, conversation, self._log, resume=self.resume
         ):
             if isinstance(item, RunResult):
                 result = item
@@ -274,27 +278,32 @@ class Turn:
         await self._logged(HandoffEntry(note))
         return changed
 
-    async def _system_prompt(
-        self, agent: AgentDefinition | None, surface: Surface, logged: list[Logged]
-    ) -> str:
+    async def _system_prompt(self, agent: AgentDefinition | None, surface: Surface) -> str:
         """The session's prompt: the stored one while its key holds (byte-stable across turns
         and restarts), else a new one, recorded for the next turns."""
         cache = self.services.prompt(self.session.id)
-        if not cache.key:
-            stored = next(
-                (e.entry for e in reversed(logged) if isinstance(e.entry, PromptEntry)), None
-            )
-            if stored is not None:
-                cache.text, cache.key = stored.text, stored.key
+        stored = self._view.prompt
+        if not cache.key and stored is not None:
+            cache.text, cache.key = stored.text, stored.key
         before = cache.key
         text = cache.get(self.bundle, agent, surface, self.context)
         if cache.key != before:
             await self._logged(PromptEntry(text, cache.key))
         return text
 
+    def _compactor(self) -> Compactor:
+        """What keeps this session inside its model's window (SPEC 20)."""
+
+        async def record(entry: CompactionEntry) -> list[Event]:
+            return await self._logged(entry)
+
+        view, bundle = self._view, self.bundle
+        return compactor_for(self.services, bundle, view, self.run_id, self.agent, record)
+
     async def _close_interrupted(self) -> None:
         """Give every call left without a result an `interrupted` one (a cancelled turn)."""
-        for call_id, name in await unanswered_calls(self.services.storage, self.session.id):
+        pending = {p.call_id for p in await self.services.storage.list_pending(self.session.id)}
+        for call_id, name in self._view.unanswered(pending):
             await self._logged(ToolResultEntry.interrupted(call_id, name))
 
     async def _logged(self, entry: LogEntry) -> list[Event]:
@@ -304,6 +313,8 @@ class Turn:
 
 def _failure(failure: Exception) -> tuple[str, str]:
     """The `error` event's code and message for what ended a turn."""
+    if isinstance(failure, ContextOverflowError):
+        return "context_overflow", str(failure)
     if isinstance(failure, ModelError):
         return "model_error", str(failure)
     if isinstance(failure, AmodalError):
@@ -311,12 +322,12 @@ def _failure(failure: Exception) -> tuple[str, str]:
     return "internal_error", f"{type(failure).__name__}: {failure}"
 
 
-def _surface_changed(history: list[Logged], agent: str, surface: Surface) -> str | None:
+def _surface_changed(previous: Logged | None, agent: str, surface: Surface) -> str | None:
     """The new fingerprint when the same root's surface changed since its last turn."""
-    last = next((e.entry for e in reversed(history) if isinstance(e.entry, TurnEntry)), None)
-    if last is None or last.agent != agent or last.surface == surface.fingerprint:
+    last = previous.entry if previous is not None else None
+    if not isinstance(last, TurnEntry) or last.agent != agent:
         return None
-    return surface.fingerprint
+    return None if last.surface == surface.fingerprint else surface.fingerprint
 
 
 def _budget(bundle: Bundle, agent: AgentDefinition | None) -> int:

@@ -3,6 +3,7 @@ metrics (`metrics.py`); OpenTelemetry spans are `runtime.otel` (extra `otel`).""
 
 from runtime.observe.hooks import (
     NO_OBSERVERS,
+    Compacted,
     ModelCallEnded,
     ModelCallStarted,
     Observers,
@@ -17,6 +18,7 @@ from runtime.observe.hooks import (
 
 __all__ = [
     "NO_OBSERVERS",
+    "Compacted",
     "ModelCallEnded",
     "ModelCallStarted",
     "Observers",

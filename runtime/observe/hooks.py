@@ -105,6 +105,16 @@ class ToolCallEnded:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """A session's view was compacted (SPEC 20): `stage` `mask` or `summary`."""
+
+    session_id: str
+    stage: str
+    before_tokens: int
+    after_tokens: int
+
+
 class RunObserver:
     """Override any of these hooks; each start is followed by exactly one end."""
 
@@ -131,6 +141,9 @@ class RunObserver:
 
     def tool_call_ended(self, call: ToolCallStarted, ended: ToolCallEnded) -> None:
         """A tool call ended, whatever its status."""
+
+    def compacted(self, compaction: Compacted) -> None:
+        """A session's view was compacted."""
 
     def close(self) -> None:
         """The runtime is closing: flush whatever is buffered."""

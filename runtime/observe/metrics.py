@@ -25,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from runtime.observe.hooks import (
+    Compacted,
     ModelCallEnded,
     ModelCallStarted,
     RunObserver,
@@ -75,6 +76,12 @@ class Metrics(RunObserver):
         self._running = Gauge(
             "amodal_running_turns", "Sessions with a turn running.", registry=self.registry
         )
+        self._compactions = Counter(
+            "amodal_compactions",
+            "Compactions of sessions' views, by stage (mask, summary).",
+            ["stage"],
+            registry=self.registry,
+        )
 
     def count_reload_failures(self, count: Callable[[], int]) -> None:
         """Expose the failed reloads `count()` returns at each scrape."""
@@ -107,6 +114,9 @@ class Metrics(RunObserver):
 
     def tool_call_ended(self, call: ToolCallStarted, ended: ToolCallEnded) -> None:
         self._tools.labels(call.tool, ended.status).inc()
+
+    def compacted(self, compaction: Compacted) -> None:
+        self._compactions.labels(compaction.stage).inc()
 
 
 class _ReloadFailures(Collector):

@@ -191,6 +191,7 @@ def _definition(
         model_settings=ModelSettings(settings.temperature, settings.max_tokens)
         if settings
         else ModelSettings(),
+        compaction=value("compaction", "compaction"),
         prompt=prompt,
         context=context,
         digest=reader.digest(f"{AGENTS_DIR}/{name}/"),

@@ -15,7 +15,12 @@ from typing import Any, Literal
 
 from runtime.exceptions import DefinitionWarning
 from runtime.models import ModelSettings, ModelTier
-from runtime.repo.formats import ContextInjection, RepoConfig, StoreField
+from runtime.repo.formats import (
+    CompactionConfig,
+    ContextInjection,
+    RepoConfig,
+    StoreField,
+)
 from runtime.repo.registry import ToolInfo
 from runtime.repo.templates import Template
 
@@ -90,6 +95,8 @@ class AgentDefinition:
     model_tier: ModelTier
     model_settings: ModelSettings
     """`modelSettings`: passed to the model on this agent's calls."""
+    compaction: CompactionConfig | None
+    """Its own `compaction`, or None for amodal.json's."""
     prompt: Template
     context: Template | None
     digest: str
@@ -277,3 +284,12 @@ class Bundle:
     @property
     def default_agent(self) -> AgentDefinition | None:
         return self.agents.get(DEFAULT_AGENT)
+
+    def compaction(self, agent: AgentDefinition | None) -> CompactionConfig | None:
+        """How a session rooted on `agent` (None: unscoped) is compacted; None: it is not."""
+        chosen = (
+            self.config.compaction
+            if agent is None or agent.compaction is None
+            else agent.compaction
+        )
+        return chosen if chosen.enabled else None

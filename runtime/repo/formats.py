@@ -285,6 +285,29 @@ class Limits(Strict):
     """The same tool with the same arguments this many times in one run is refused."""
 
 
+class CompactionConfig(Shorthand):
+    """`compaction` (SPEC 20): when a long session's view is compacted, and by which model;
+    `true` for the defaults, `false` for none."""
+
+    shorthand_schema: ClassVar[dict[str, Any]] = {"type": "boolean"}
+
+    threshold: Annotated[float, PydanticStrict()] = Field(default=0.8, gt=0, lt=1)
+    """Compact before a call whose input would reach this share of the model's room."""
+    keep_recent_turns: Count = Field(default=2, ge=1, le=100)
+    """The newest user turns always shown whole."""
+    model: ModelTier = "simple"
+    """The tier whose model writes the summaries."""
+    enabled: SkipJsonSchema[bool] = True
+    """False when the file says `false`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_switch(cls, data: Any) -> Any:
+        if data is True:
+            return {}
+        return {"enabled": False} if data is False else data
+
+
 class FileTools(Strict):
     root: str = "."
 
@@ -302,6 +325,7 @@ class RepoConfig(Strict):
     delegation: Delegation = Delegation()
     limits: Limits = Limits()
     file_tools: FileTools = FileTools()
+    compaction: CompactionConfig = CompactionConfig()
     # Accepted for compatibility with the reference platform; the loader warns about each.
     packages: SkipJsonSchema[Any] = None
     pages: SkipJsonSchema[Any] = None
@@ -378,6 +402,8 @@ class AgentConfig(Strict):
     max_tool_calls: int | None = Field(default=None, ge=1, le=200)
     model_tier: ModelTier = "default"
     model_settings: ModelSettingsFile | None = None
+    compaction: CompactionConfig | None = None
+    """None: amodal.json's `compaction`."""
     max_depth: int | None = Field(default=None, ge=1, le=5)
     timeout: int | None = Field(default=None, ge=5, le=600)
     target_output_min: int | None = Field(default=None, ge=50, le=4000)

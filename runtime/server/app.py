@@ -67,6 +67,11 @@ class ChatBody(_Body):
     autonomous: bool = False
 
 
+class CompactBody(_Body):
+    focus: str | None = Field(None, min_length=1, max_length=2_000)
+    """What the summary should keep in particular."""
+
+
 class ConfirmationBody(_Body):
     approve: bool
     stream: bool = True
@@ -207,6 +212,21 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         _check_session_id(session_id)
         await _start(runtime.delete_session(session_id, claims=who.claims, operator=who.operator))
         return Response(status_code=204)
+
+    @app.post("/sessions/{session_id}/compact", responses=answers(404, 409))
+    async def compact(
+        session_id: SessionId,
+        body: CompactBody | None = None,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        """Summarise the session's older turns now (SPEC 20); 409 while a turn runs."""
+        who = auth.caller(authorization)
+        _check_session_id(session_id)
+        focus = body.focus if body is not None else None
+        done = await _start(
+            runtime.compact(session_id, focus=focus, claims=who.claims, operator=who.operator)
+        )
+        return {"compaction": done.to_json() if done is not None else None}
 
     @app.get("/agents")
     async def agents(

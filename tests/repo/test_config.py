@@ -126,6 +126,33 @@ def test_a_repeated_call_limit_below_two_or_not_a_number_is_an_error_at_its_line
     assert error.line == line_of(root / CONFIG, "repeatedCallLimit")
 
 
+@pytest.mark.parametrize(
+    ("compaction", "field", "says"),
+    [
+        ({"threshold": 1}, "compaction.threshold", "less than 1"),
+        ({"threshold": 0}, "compaction.threshold", "greater than 0"),
+        ({"threshold": "0.5"}, "compaction.threshold", "number"),
+        ({"keepRecentTurns": 0}, "compaction.keepRecentTurns", "greater than or equal to 1"),
+        ({"model": "cheap"}, "compaction.model", "simple"),
+        ({"treshold": 0.5}, "compaction.treshold", "did you mean 'threshold'?"),
+    ],
+)
+def test_a_bad_compaction_setting_is_an_error_at_its_line(make_repo, compaction, field, says):
+    root = make_repo({CONFIG: config(compaction=compaction)})
+
+    error = only_error(load(root))
+
+    assert error.field.startswith(field) and says in error.message
+    assert error.line == line_of(root / CONFIG, field.rpartition(".")[2])
+
+
+def test_compaction_may_be_turned_off_or_left_at_its_defaults(make_repo):
+    for value, expected in ((False, None), (True, 0.8)):
+        bundle = valid(load(make_repo({CONFIG: config(compaction=value)}))).bundle
+        settings = bundle.compaction(None)
+        assert (settings.threshold if settings else None) == expected
+
+
 @pytest.mark.parametrize("key", FOREIGN_REPO_KEYS)
 def test_reference_platform_key_is_accepted_with_a_warning_naming_it(make_repo, key):
     root = make_repo({CONFIG: config(**{key: {"anything": True}})})

@@ -1,0 +1,197 @@
+"""What the model is shown of a session, kept in step with its log (SPEC 6, 20).
+
+A `SessionView` reads a session's log once, then only what was appended since: the
+200th turn of a session reads what the log gained after the 199th, not the whole log
+again. It keeps the conversation of the root runs after the newest summary, what the
+newest compactions say, the newest turn and prompt, and the input tokens the endpoint
+reported for the newest answer. `messages()` is what the next model call sends: the
+summary of what compaction covered, the tool results it masked shown elided, and every
+tool call left without a result closed (a crash, a cancelled turn), except the calls a
+person is asked to approve. A server that restarts, or another server of the same
+database, rebuilds the same view from the log.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Set
+
+from runtime.engine.log import (
+    AnswerEntry,
+    CompactionEntry,
+    DoneEntry,
+    HandoffEntry,
+    Logged,
+    PromptEntry,
+    ToolResultEntry,
+    TurnEntry,
+    UserEntry,
+    read,
+)
+from runtime.engine.transcript import (
+    Message,
+    assistant_message,
+    close_open_calls,
+    masked_tool_message,
+    open_calls,
+    summary_message,
+    tool_message,
+    user_message,
+)
+from runtime.storage import Storage
+
+MASK_OVER = 2_000
+"""A compacted tool result longer than this many characters is shown elided."""
+CHARS_PER_TOKEN = 4
+"""How text is counted where no endpoint counted it: a rough, provider-neutral estimate,
+used only for what was appended since the endpoint last reported its count."""
+MESSAGE_TOKENS = 4
+"""What a message costs besides its text (its role and framing)."""
+
+Conversational = UserEntry | HandoffEntry | AnswerEntry | ToolResultEntry
+
+
+def estimate(text: str) -> int:
+    return len(text) // CHARS_PER_TOKEN + MESSAGE_TOKENS
+
+
+class SessionView:
+    """One session's view; `catch_up` before using it, `add` every entry appended after."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.seq = 0
+        """The last log entry this view has seen."""
+        self.items: list[Logged] = []
+        """The root runs' conversation after the newest summary."""
+        self.summary: CompactionEntry | None = None
+        self.mask_through = 0
+        self.last_turn: Logged | None = None
+        self.turn_open = False
+        self.prompt: PromptEntry | None = None
+        self._root_runs: set[str] = set()
+        self._reported: tuple[int, int] | None = None
+        """(seq, tokens): the input the endpoint counted for the newest answer, or what the
+        newest compaction left."""
+
+    async def catch_up(self, storage: Storage) -> list[Logged]:
+        """Read what the log gained since this view last saw it; those entries."""
+        new = await read(storage, self.session_id, self.seq)
+        for logged in new:
+            self.add(logged)
+        return new
+
+    def add(self, logged: Logged) -> None:
+        if logged.seq <= self.seq:
+            return  # seen already (a turn's own entry read back by a later catch-up)
+        self.seq = logged.seq
+        entry = logged.entry
+        if isinstance(entry, TurnEntry):
+            self._root_runs.add(logged.run_id)
+            self.last_turn, self.turn_open = logged, True
+        elif logged.run_id not in self._root_runs:
+            return
+        elif isinstance(entry, DoneEntry):
+            if self.last_turn is not None and logged.run_id == self.last_turn.run_id:
+                self.turn_open = False
+        elif isinstance(entry, PromptEntry):
+            self.prompt = entry
+        elif isinstance(entry, CompactionEntry):
+            self._compacted(logged.seq, entry)
+        elif isinstance(entry, UserEntry | HandoffEntry | AnswerEntry | ToolResultEntry):
+            self.items.append(logged)
+            if isinstance(entry, AnswerEntry) and entry.usage.input_tokens:
+                self._reported = (logged.seq, entry.usage.input_tokens)
+
+    def _compacted(self, seq: int, entry: CompactionEntry) -> None:
+        if entry.stage == "summary":
+            self.summary = entry
+            self.items = [item for item in self.items if item.seq > entry.through]
+        else:
+            self.mask_through = max(self.mask_through, entry.through)
+        self._reported = (seq, entry.after_tokens)
+
+    @property
+    def open_turn(self) -> Logged | None:
+        """The newest turn when it has no `done`: its holder died, or it is running now."""
+        return self.last_turn if self.turn_open else None
+
+    def messages(self, pending: Set[str] = frozenset()) -> list[Message]:
+        """The conversation as the next model call sends it (`pending`: calls awaiting a
+        person's approval, left open)."""
+        messages = [summary_message(self.summary.summary)] if self.summary is not None else []
+        messages += [self._message(item) for item in self.items]
+        return close_open_calls(messages, pending)
+
+    def unanswered(self, pending: Set[str]) -> list[tuple[str, str]]:
+        """(id, tool name) of the calls left without a result but those in `pending`."""
+        messages = [self._message(item) for item in self.items]
+        return [(call, name) for call, name in open_calls(messages) if call not in pending]
+
+    def _message(self, logged: Logged) -> Message:
+        entry = logged.entry
+        if isinstance(entry, AnswerEntry):
+            return assistant_message(entry)
+        if isinstance(entry, ToolResultEntry):
+            if self.masks(logged):
+                return masked_tool_message(entry)
+            return tool_message(entry)
+        assert isinstance(entry, UserEntry | HandoffEntry)
+        return user_message(entry.text)
+
+    def masks(self, logged: Logged, through: int | None = None) -> bool:
+        """Whether a tool result is shown elided (up to `through`, else the newest mask)."""
+        entry = logged.entry
+        limit = self.mask_through if through is None else through
+        return (
+            isinstance(entry, ToolResultEntry)
+            and logged.seq <= limit
+            and len(entry.content) > MASK_OVER
+        )
+
+    def tokens(self, base: int) -> int:
+        """The input tokens of a call sending this view: what the endpoint counted for the
+        newest answer plus an estimate of what came after it, or all of it estimated
+        (`base`: the tokens of the system prompt and tool schemas) when none counted."""
+        if self._reported is not None:
+            since, counted = self._reported
+            return counted + sum(self.cost(item) for item in self.items if item.seq >= since)
+        summary = estimate(self.summary.summary) if self.summary is not None else 0
+        return base + summary + sum(self.cost(item) for item in self.items)
+
+    def cost(self, logged: Logged, mask_through: int | None = None) -> int:
+        """One item's estimated tokens as the view shows it."""
+        entry = logged.entry
+        if isinstance(entry, AnswerEntry):
+            return estimate(entry.text) + sum(
+                estimate(call.name + call.arguments) for call in entry.calls
+            )
+        if isinstance(entry, ToolResultEntry):
+            if self.masks(logged, mask_through):
+                return estimate(masked_tool_message(entry)["content"])
+            return estimate(entry.content)
+        assert isinstance(entry, UserEntry | HandoffEntry)
+        return estimate(entry.text)
+
+    def user_turns(self) -> list[int]:
+        """The seq of each user message of the view, oldest first."""
+        return [item.seq for item in self.items if isinstance(item.entry, UserEntry)]
+
+
+class SessionViews:
+    """The views of the sessions this process ran lately (a view is rebuilt from the log
+    when it was dropped: only its cost changes)."""
+
+    def __init__(self, keep: int = 1024) -> None:
+        self._keep = keep
+        self._views: OrderedDict[str, SessionView] = OrderedDict()
+
+    def get(self, session_id: str) -> SessionView:
+        view = self._views.pop(session_id, None) or SessionView(session_id)
+        self._views[session_id] = view
+        while len(self._views) > self._keep:
+            self._views.popitem(last=False)
+        return view
+
+    def drop(self, session_id: str) -> None:
+        self._views.pop(session_id, None)
