@@ -46,7 +46,14 @@ from runtime.repo import LoadResult, load_bundle, load_repo
 from runtime.repo.bundle import AgentDefinition, Bundle
 
 if TYPE_CHECKING:
-    from runtime.api import ChatResult, RunningTurn, Runtime, SessionHistory
+    from runtime.api import (
+        ChatResult,
+        EarlierMessage,
+        PastTurn,
+        RunningTurn,
+        Runtime,
+        SessionHistory,
+    )
     from runtime.events import (
         AgentChange,
         Choice,
@@ -72,6 +79,8 @@ if TYPE_CHECKING:
 # (a CLI command or a validation never pays for the turn loop; bench/load.py measures it).
 _ON_FIRST_USE = {
     "ChatResult": "runtime.api",
+    "EarlierMessage": "runtime.api",
+    "PastTurn": "runtime.api",
     "RunningTurn": "runtime.api",
     "Runtime": "runtime.api",
     "SessionHistory": "runtime.api",
@@ -126,6 +135,7 @@ __all__ = [
     "DefinitionWarning",
     "DocumentError",
     "Done",
+    "EarlierMessage",
     "Error",
     "Event",
     "InvalidRepoError",
@@ -139,6 +149,7 @@ __all__ = [
     "ModelUsage",
     "NoModelError",
     "OpenAIModel",
+    "PastTurn",
     "RecordExistsError",
     "RecordNotFoundError",
     "RequestError",
