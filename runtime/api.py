@@ -606,3 +606,14 @@ def _router(model: ModelChoice) -> ModelRouter:
         "model= takes a model name or a runtime.models.Model (OpenAIModel(client, name) for "
         f"your own openai client); got {type(model).__name__}"
     )
+
+
+__all__ = [
+    "ChatResult",
+    "EarlierMessage",
+    "ModelChoice",
+    "PastTurn",
+    "RunningTurn",
+    "Runtime",
+    "SessionHistory",
+]
