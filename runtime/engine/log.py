@@ -689,9 +689,7 @@ def _past_turn(span: list[Logged]) -> PastTurn:
         None,
     )
     assert isinstance(first.entry, TurnEntry)
-    return PastTurn(
-        first.run_id, first.entry.agent, first.created_at, ended, message, tuple(found)
-    )
+    return PastTurn(first.run_id, first.entry.agent, first.created_at, ended, message, tuple(found))
 
 
 def shown_arguments(arguments: str) -> Any:

@@ -292,6 +292,8 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
     app.include_router(faces.openai_chat_routes(runtime, auth))
     app.include_router(faces.responses_routes(runtime, auth))
     app.include_router(faces.mcp_routes(runtime, auth))
+    app.include_router(faces.a2a_routes(runtime, auth))
+    app.include_router(faces.ag_ui_routes(runtime, auth))
     add_console(app, auth)
     return app
 

@@ -49,11 +49,30 @@ def mcp_routes(runtime: Runtime, auth: Authenticator) -> APIRouter:
     return face.router(runtime, auth)
 
 
+def a2a_routes(runtime: Runtime, auth: Authenticator) -> APIRouter:
+    if not _installed("a2a"):
+        return _missing("/a2a/{rest:path}", "a2a", "A2A")
+    from runtime.server.faces import a2a as face
+
+    return face.router(runtime, auth)
+
+
+def ag_ui_routes(runtime: Runtime, auth: Authenticator) -> APIRouter:
+    if not _installed("ag_ui"):
+        return _missing("/ag-ui/{rest:path}", "ag-ui", "AG-UI")
+    import runtime.server.faces.ag_ui as face
+
+    return face.router(runtime, auth)
+
+
 _SHAPES: tuple[tuple[str, str, str], ...] = (
     ("/v1/", "openai_chat", "openai_error"),
+    ("/a2a/", "a2a", "jsonrpc_error"),
+    ("/.well-known/agent-card.json", "a2a", "jsonrpc_error"),
+    ("/ag-ui/", "ag_ui", "run_error"),
     ("/mcp", "mcp_server", "jsonrpc_error"),
 )
-_PACKAGES = {"mcp_server": "mcp"}
+_PACKAGES = {"a2a": "a2a", "ag_ui": "ag_ui", "mcp_server": "mcp"}
 
 
 def refusal_for(path: str) -> Refusal | None:
@@ -95,6 +114,8 @@ def _missing(path: str, extra: str, protocol: str) -> APIRouter:
 
 
 __all__ = [
+    "a2a_routes",
+    "ag_ui_routes",
     "mcp_available",
     "mcp_routes",
     "openai_chat_routes",
