@@ -12,11 +12,12 @@ import json
 import re
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 
 from runtime import events
 from runtime.events import Event
@@ -54,6 +55,36 @@ def shaped_route(refuse: Refusal, invalid_status: int = 400) -> type[APIRoute]:
             return answer
 
     return ShapedRoute
+
+
+class JSONRPCError(BaseModel):
+    code: int
+    message: str
+    data: Any = None
+
+
+class JSONRPCErrorBody(BaseModel):
+    """A JSON-RPC 2.0 error answer (A2A, MCP), as the OpenAPI document declares it."""
+
+    jsonrpc: Literal["2.0"]
+    id: str | int | None
+    error: JSONRPCError
+
+
+SSE_CONTENT: dict[str, Any] = {
+    "itemSchema": {
+        "type": "object",
+        "required": ["data"],
+        "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
+    }
+}
+"""An event stream in the OpenAPI document: one item per event, its `data` a string."""
+
+
+def error_content(schema: str) -> dict[str, Any]:
+    """The `openapi_extra` of a face's route: its errors' JSON body is `schema`."""
+    ref = {"$ref": f"#/components/schemas/{schema}"}
+    return {"x-error-content": {"application/json": {"schema": ref}}}
 
 
 def problems(errors: Iterable[Any]) -> str:

@@ -82,7 +82,10 @@ from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError
 from runtime.server.faces._common import (
     SESSION_ID,
+    SSE_CONTENT,
+    JSONRPCErrorBody,
     Waiting,
+    error_content,
     root_text,
     split_turn_id,
     turn_id,
@@ -107,6 +110,13 @@ ENDED = {
     "cancelled": TaskState.TASK_STATE_CANCELED,
 }
 """A task's state by the done reason of its last turn."""
+
+
+def refusal(refused: ApiError | RequestError) -> Response:
+    """A refusal before the dispatcher runs (no credential, no such agent), in JSON-RPC."""
+    if isinstance(refused, ApiError):
+        return jsonrpc_error(refused.status, refused.code, refused.message)
+    return jsonrpc_error(refused.status, refused.code, str(refused))
 
 
 def jsonrpc_error(status: int, code: str, message: str) -> Response:
@@ -650,12 +660,8 @@ def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
     def card_answer(request: Request, authorization: str | None, agent: str) -> Response:
         try:
             who = caller_for(authorization, agent)
-        except ApiError as refused:
-            return jsonrpc_error(refused.status, refused.code, refused.message)
-        except RequestError as refused:
-            return jsonrpc_error(
-                404 if refused.status == 400 else refused.status, refused.code, str(refused)
-            )
+        except (ApiError, RequestError) as refused:
+            return refusal(refused)
         base = str(request.base_url).rstrip("/")
         card = agent_card(runtime, who, agent, base, auth.configured)
         return JSONResponse(agent_card_to_dict(card))
@@ -663,7 +669,7 @@ def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
     @routes.get(
         "/a2a/{agent}/.well-known/agent-card.json",
         responses=CARD_ANSWERS,
-        openapi_extra={"x-error-body": "JSONRPCErrorBody"},
+        openapi_extra=error_content("JSONRPCErrorBody"),
     )
     async def card(
         request: Request, agent: AgentName, authorization: Annotated[str | None, Header()] = None
@@ -674,7 +680,7 @@ def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
     @routes.get(
         "/.well-known/agent-card.json",
         responses=CARD_ANSWERS,
-        openapi_extra={"x-error-body": "JSONRPCErrorBody"},
+        openapi_extra=error_content("JSONRPCErrorBody"),
     )
     async def default_card(
         request: Request, authorization: Annotated[str | None, Header()] = None
@@ -695,10 +701,8 @@ def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
         ListTasks."""
         try:
             who = caller_for(authorization, agent)
-        except RequestError as refused:
-            return jsonrpc_error(
-                404 if refused.status == 400 else refused.status, refused.code, str(refused)
-            )
+        except (ApiError, RequestError) as refused:
+            return refusal(refused)
         dispatcher = JsonRpcDispatcher(AgentHandler(runtime, who, agent))
         return await dispatcher.handle_requests(request)
 
@@ -710,11 +714,11 @@ CARD_ANSWERS: dict[int | str, dict[str, Any]] = {
         "description": "The agent card",
         "content": {"application/json": {"schema": {"type": "object"}}},
     },
-    404: {"description": "No such agent for this caller"},
+    404: {"model": JSONRPCErrorBody, "description": "No such agent for this caller"},
 }
 A2A_METHODS = ["SendMessage", "SendStreamingMessage", "GetTask", "CancelTask", "ListTasks"]
 RPC_REQUEST: dict[str, Any] = {
-    "x-error-body": "JSONRPCErrorBody",
+    **error_content("JSONRPCErrorBody"),
     "requestBody": {
         "required": True,
         "content": {
@@ -748,8 +752,8 @@ RPC_ANSWERS: dict[int | str, dict[str, Any]] = {
         "SendStreamingMessage an event stream of them",
         "content": {
             "application/json": {"schema": {"type": "object", "required": ["jsonrpc"]}},
-            "text/event-stream": {"schema": {"type": "string"}},
+            "text/event-stream": SSE_CONTENT,
         },
     },
-    404: {"description": "No such agent for this caller"},
+    404: {"model": JSONRPCErrorBody, "description": "No such agent for this caller"},
 }

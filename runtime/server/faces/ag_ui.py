@@ -51,7 +51,7 @@ from runtime.api import RunningTurn, Runtime
 from runtime.events import Event
 from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError
-from runtime.server.faces._common import Waiting, problems, shaped_route
+from runtime.server.faces._common import SSE_CONTENT, Waiting, problems, shaped_route
 from runtime.surface.caller import Caller, EarlierMessage
 
 FACE = "ag_ui"
@@ -93,7 +93,7 @@ def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
         "/ag-ui/{agent}",
         response_model=None,
         responses=ANSWERS,
-        openapi_extra={"x-error-body": "RunErrorEvent", "x-error-media-type": "text/event-stream"},
+        openapi_extra={"x-error-content": RUN_ERROR_CONTENT},
     )
     async def run(
         body: RunAgentInput,
@@ -128,10 +128,12 @@ def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
     return routes
 
 
+RUN_ERROR_CONTENT = {"text/event-stream": SSE_CONTENT}
+"""A refusal: an event stream of one `RUN_ERROR` event."""
 ANSWERS: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The run's AG-UI events as Server-Sent Events",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": SSE_CONTENT},
     },
     400: {"description": "Frontend tools, or a run that names no user message"},
     404: {"description": "No such agent for this caller, or no such interrupt"},

@@ -47,7 +47,13 @@ from runtime.api import ChatResult, Runtime
 from runtime.exceptions import RequestError
 from runtime.repo.bundle import Bundle
 from runtime.server.auth import Authenticator
-from runtime.server.faces._common import SESSION_ID, problems, reply_with_note
+from runtime.server.faces._common import (
+    SESSION_ID,
+    JSONRPCErrorBody,
+    error_content,
+    problems,
+    reply_with_note,
+)
 from runtime.surface.caller import Caller
 
 FACE = "mcp"
@@ -196,6 +202,9 @@ def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
             caller = auth.caller(authorization)
         except RequestError as refused:
             return jsonrpc_error(refused.status, refused.code, str(refused))
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/json":  # the transport would say so in plain text
+            return jsonrpc_error(415, "unsupported_media_type", "send the message as JSON")
         return _Answered(server_for(runtime, caller))
 
     return routes
@@ -212,7 +221,7 @@ JSONRPC_MESSAGE: dict[str, Any] = {
     },
 }
 MCP_REQUEST: dict[str, Any] = {
-    "x-error-body": "JSONRPCErrorBody",
+    **error_content("JSONRPCErrorBody"),
     "requestBody": {
         "required": True,
         "content": {"application/json": {"schema": JSONRPC_MESSAGE}},
@@ -233,9 +242,9 @@ MCP_ANSWERS: dict[int | str, dict[str, Any]] = {
         "content": {"application/json": {"schema": {"type": "object"}}},
     },
     202: {"description": "A notification, accepted"},
-    400: {"description": "Not a JSON-RPC message (a JSON-RPC error)"},
+    400: {"model": JSONRPCErrorBody, "description": "Not a JSON-RPC message"},
     406: {"description": "The Accept header does not take JSON and an event stream"},
-    415: {"description": "The body is not `application/json`"},
+    415: {"model": JSONRPCErrorBody, "description": "The body is not `application/json`"},
 }
 
 

@@ -34,8 +34,10 @@ from runtime.events import DoneReason, Event, Usage
 from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError, TextJSONResponse
 from runtime.server.faces._common import (
+    SSE_CONTENT,
     Waiting,
     check_session_id,
+    error_content,
     reply_with_note,
     root_text,
     shaped_route,
@@ -134,7 +136,7 @@ def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
             502: "The agent's model failed (`model_error`)",
         }.items()
     }
-    shape = {"x-error-body": "OpenAIErrorBody"}
+    shape = error_content("OpenAIErrorBody")
     started = int(time.time())  # a model's `created`: when this server began serving it
 
     @routes.get("/v1/models", openapi_extra=shape)
@@ -200,7 +202,7 @@ COMPLETION_ANSWER: dict[str, Any] = {
     "ending with `data: [DONE]`; `X-Amodal-Session` names the session",
     "content": {
         "application/json": {"schema": {"type": "object", "required": ["id", "choices"]}},
-        "text/event-stream": {"schema": {"type": "string"}},
+        "text/event-stream": SSE_CONTENT,
     },
     "headers": {"X-Amodal-Session": {"schema": {"type": "string"}}},
 }

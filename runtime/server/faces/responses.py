@@ -53,6 +53,8 @@ from runtime.events import DoneReason, Event, Usage
 from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError
 from runtime.server.faces._common import (
+    SSE_CONTENT,
+    error_content,
     reply_with_note,
     root_text,
     shaped_route,
@@ -123,7 +125,7 @@ class ResponsesBody(BaseModel):
 def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
     """The Responses routes over `runtime`."""
     routes = APIRouter(route_class=shaped_route(openai_error), tags=["openai"])
-    shape = {"x-error-body": "OpenAIErrorBody"}
+    shape = error_content("OpenAIErrorBody")
     errors: dict[int | str, dict[str, Any]] = {
         status: {"model": OpenAIErrorBody, "description": why}
         for status, why in {
@@ -196,7 +198,7 @@ ANSWER: dict[str, Any] = {
     "description": "A `response`, or with `stream: true` its semantic events as SSE",
     "content": {
         "application/json": {"schema": {"type": "object", "required": ["id", "output"]}},
-        "text/event-stream": {"schema": {"type": "string"}},
+        "text/event-stream": SSE_CONTENT,
     },
 }
 
