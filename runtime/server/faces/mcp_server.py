@@ -15,10 +15,11 @@ caller and per request, so a reload or another caller's surface shows at once.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import APIRouter, Header, Request
@@ -39,8 +40,8 @@ from mcp_types import (
     TextContent,
     Tool,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.types import Receive, Scope, Send
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from starlette.types import Message, Receive, Scope, Send
 
 from runtime._version import __version__
 from runtime.api import ChatResult, Runtime
@@ -174,14 +175,54 @@ def _failed(message: str) -> CallToolResult:
 class _Answered(Response):
     """A response the MCP transport writes itself, from the request's own ASGI channel."""
 
-    def __init__(self, server: Server[Any]) -> None:
+    def __init__(self, server: Server[Any], body: bytes) -> None:
         super().__init__()
         self.server = server
+        self.body = body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sent = False
+
+        async def replay() -> Message:  # the body the route read, then the client's channel
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+
         manager = StreamableHTTPSessionManager(self.server, stateless=True, json_response=True)
         async with manager.run():
-            await manager.handle_request(scope, receive, send)
+            await manager.handle_request(scope, replay, send)
+
+
+class Envelope(BaseModel):
+    """What a JSON-RPC message of MCP must be, checked before the transport reads it: the
+    transport takes a request id of any type as a notification, MCP's ids are strings or
+    integers."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    jsonrpc: Literal["2.0"]
+    method: str
+    id: StrictInt | StrictStr | None = None
+    params: dict[str, Any] | list[Any] | None = None
+
+
+def envelope_problem(body: bytes) -> str | None:
+    """What is wrong with a message's JSON-RPC envelope, or None (also for a body that is no
+    JSON object: the transport answers those with its own parse error)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict):
+        return None
+    if "id" in message and message["id"] is None:
+        return "id: a request's id is a string or an integer, never null"
+    try:
+        Envelope.model_validate(message)
+    except ValidationError as invalid:
+        return f"not a JSON-RPC message: {problems(invalid.errors())}"
+    return None
 
 
 def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
@@ -205,7 +246,11 @@ def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json":  # the transport would say so in plain text
             return jsonrpc_error(415, "unsupported_media_type", "send the message as JSON")
-        return _Answered(server_for(runtime, caller))
+        body = await request.body()
+        problem = envelope_problem(body)
+        if problem is not None:
+            return jsonrpc_error(400, "invalid_request", problem)
+        return _Answered(server_for(runtime, caller), body)
 
     return routes
 
@@ -213,11 +258,16 @@ def router(runtime: Runtime, auth: Authenticator) -> APIRouter:
 JSONRPC_MESSAGE: dict[str, Any] = {
     "type": "object",
     "required": ["jsonrpc", "method"],
+    "description": "A JSON-RPC request or notification: `initialize`, `ping`, `tools/list`, "
+    "`tools/call`, ... (a method MCP does not have gets a JSON-RPC error)",
     "properties": {
         "jsonrpc": {"type": "string", "enum": ["2.0"]},
-        "id": {"type": ["string", "integer"]},
-        "method": {"type": "string", "enum": ["initialize", "ping", "tools/list", "tools/call"]},
-        "params": {"type": "object"},
+        "id": {
+            "type": ["string", "integer"],
+            "description": "a request's id (without one, a notification)",
+        },
+        "method": {"type": "string"},
+        "params": {"type": ["object", "array"], "description": "the method's parameters"},
     },
 }
 MCP_REQUEST: dict[str, Any] = {

@@ -160,9 +160,19 @@ async def test_the_http_transport_wants_credentials_and_answers_json_rpc_errors(
             content=b"{not json",
             headers={**accept, **faces.headers(ANN_KEY), "Content-Type": "application/json"},
         )
+        null_id = await http.post(
+            "/mcp", json={**message, "id": None}, headers={**accept, **faces.headers(ANN_KEY)}
+        )
+        plain = await http.post(
+            "/mcp",
+            content=b"{}",
+            headers={**accept, **faces.headers(ANN_KEY), "Content-Type": "text/plain"},
+        )
 
     assert anonymous.status_code == 401
     assert anonymous.headers["www-authenticate"] == "Bearer"
     assert anonymous.json()["jsonrpc"] == "2.0" and "error" in anonymous.json()
     assert garbled.status_code == 400
     assert garbled.json()["error"]["code"] == -32700
+    assert null_id.status_code == 400 and "never null" in null_id.json()["error"]["message"]
+    assert plain.status_code == 415 and plain.json()["jsonrpc"] == "2.0"
