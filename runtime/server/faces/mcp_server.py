@@ -216,8 +216,9 @@ def envelope_problem(body: bytes) -> str | None:
         return None
     if not isinstance(message, dict):
         return None
-    if "id" in message and message["id"] is None:
-        return "id: a request's id is a string or an integer, never null"
+    for key in ("id", "params"):
+        if key in message and message[key] is None:
+            return f"{key}: a string or an integer for an id, an object or an array for params"
     try:
         Envelope.model_validate(message)
     except ValidationError as invalid:

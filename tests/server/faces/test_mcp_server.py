@@ -174,5 +174,5 @@ async def test_the_http_transport_wants_credentials_and_answers_json_rpc_errors(
     assert anonymous.json()["jsonrpc"] == "2.0" and "error" in anonymous.json()
     assert garbled.status_code == 400
     assert garbled.json()["error"]["code"] == -32700
-    assert null_id.status_code == 400 and "never null" in null_id.json()["error"]["message"]
+    assert null_id.status_code == 400 and "an id" in null_id.json()["error"]["message"]
     assert plain.status_code == 415 and plain.json()["jsonrpc"] == "2.0"
