@@ -204,7 +204,7 @@ class Envelope(BaseModel):
     jsonrpc: Literal["2.0"]
     method: str
     id: StrictInt | StrictStr | None = None
-    params: dict[str, Any] | list[Any] | None = None
+    params: dict[str, Any] | None = None
 
 
 def envelope_problem(body: bytes) -> str | None:
@@ -218,7 +218,7 @@ def envelope_problem(body: bytes) -> str | None:
         return None
     for key in ("id", "params"):
         if key in message and message[key] is None:
-            return f"{key}: a string or an integer for an id, an object or an array for params"
+            return f"{key}: a string or an integer for an id, an object for params"
     try:
         Envelope.model_validate(message)
     except ValidationError as invalid:
@@ -268,7 +268,7 @@ JSONRPC_MESSAGE: dict[str, Any] = {
             "description": "a request's id (without one, a notification)",
         },
         "method": {"type": "string"},
-        "params": {"type": ["object", "array"], "description": "the method's parameters"},
+        "params": {"type": "object", "description": "the method's parameters"},
     },
 }
 MCP_REQUEST: dict[str, Any] = {
