@@ -19,6 +19,7 @@ from runtime.exceptions import (
     AuthError,
     ConfigurationError,
     ConfirmationNotFoundError,
+    ContextOverflowError,
     DefinitionError,
     DefinitionWarning,
     DocumentError,
@@ -47,10 +48,18 @@ from runtime.repo import LoadResult, load_bundle, load_repo
 from runtime.repo.bundle import AgentDefinition, Bundle
 
 if TYPE_CHECKING:
-    from runtime.api import ChatResult, RunningTurn, Runtime, SessionHistory
+    from runtime.api import (
+        ChatResult,
+        EarlierMessage,
+        PastTurn,
+        RunningTurn,
+        Runtime,
+        SessionHistory,
+    )
     from runtime.events import (
         AgentChange,
         Choice,
+        Compaction,
         ConfirmationRequired,
         Done,
         Error,
@@ -73,6 +82,8 @@ if TYPE_CHECKING:
 # (a CLI command or a validation never pays for the turn loop; bench/load.py measures it).
 _ON_FIRST_USE = {
     "ChatResult": "runtime.api",
+    "EarlierMessage": "runtime.api",
+    "PastTurn": "runtime.api",
     "RunningTurn": "runtime.api",
     "Runtime": "runtime.api",
     "SessionHistory": "runtime.api",
@@ -82,6 +93,7 @@ _ON_FIRST_USE = {
         (
             "AgentChange",
             "Choice",
+            "Compaction",
             "ConfirmationRequired",
             "Done",
             "Error",
@@ -120,13 +132,16 @@ __all__ = [
     "Bundle",
     "ChatResult",
     "Choice",
+    "Compaction",
     "ConfigurationError",
     "ConfirmationNotFoundError",
     "ConfirmationRequired",
+    "ContextOverflowError",
     "DefinitionError",
     "DefinitionWarning",
     "DocumentError",
     "Done",
+    "EarlierMessage",
     "Error",
     "Event",
     "InvalidEventIdError",
@@ -141,6 +156,7 @@ __all__ = [
     "ModelUsage",
     "NoModelError",
     "OpenAIModel",
+    "PastTurn",
     "RecordExistsError",
     "RecordNotFoundError",
     "RequestError",

@@ -14,8 +14,9 @@ operator's unscoped surface.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,10 @@ import anyio
 
 from runtime import events
 from runtime._text import json_problem
-from runtime.engine.chats import ChatService
-from runtime.engine.log import PromptEntry, TextEntry, position
+from runtime.engine.chats import ChatService, thread_session_id
+from runtime.engine.log import PastTurn, PromptEntry, TextEntry, position
 from runtime.engine.model_pool import ModelRouter
+from runtime.engine.rooting import rootable
 from runtime.engine.services import Services
 from runtime.engine.streams import LiveTurn, TurnStreams
 from runtime.events import DoneReason, Event, Usage
@@ -45,7 +47,7 @@ from runtime.storage import (
     default_database_path,
     open_storage,
 )
-from runtime.surface.caller import Caller, ChatRequest
+from runtime.surface.caller import Caller, ChatRequest, EarlierMessage
 from runtime.surface.inspection import inspect_agent
 
 ModelChoice = str | Model | None
@@ -106,6 +108,11 @@ class RunningTurn:
     @property
     def agent(self) -> str:
         return self._live.turn.agent
+
+    @property
+    def run_id(self) -> str:
+        """The turn's root run: its id among the session's turns (`Runtime.turns`)."""
+        return self._live.turn.run_id
 
     def events(self) -> AsyncIterator[Event]:
         """Every event of the turn from its start, as they happen, until its `done`. Any
@@ -386,11 +393,22 @@ class Runtime:
         context: Mapping[str, str] | None = None,
         operator: bool = False,
         autonomous: bool = False,
+        history: Sequence[EarlierMessage] = (),
+        thread: str | None = None,
+        face: str = "chat",
     ) -> RunningTurn:
         """Start a turn that runs to its end whoever follows it, as the HTTP server does: a
         client that goes away can pick its events up again (`follow`). Refusals raise
-        before it starts. `autonomous`: no person is present (SPEC 3)."""
+        before it starts. `autonomous`: no person is present (SPEC 3).
+
+        `history` seeds the transcript of the session this turn starts (the earlier messages
+        an OpenAI client sends; ignored when the turn continues a session). `thread` is the
+        caller's own name for the conversation instead of a `session_id` (an AG-UI thread):
+        its session is continued, or started under `thread_session(thread)`. `face` names
+        the front end asking, for `/metrics`."""
         request = _request(message, agent, context, session_id, autonomous)
+        request = dataclasses.replace(request, history=tuple(history), thread=thread, face=face)
+        _check_history(request.history, thread)
         turn = await self._chats.start_turn(request, _caller(claims, operator))
         return RunningTurn(self._streams.start(turn))
 
@@ -402,12 +420,63 @@ class Runtime:
         approve: bool,
         claims: Mapping[str, str] | None = None,
         operator: bool = False,
+        face: str = "chat",
     ) -> RunningTurn:
         """`confirm`, run like `begin`."""
         turn = await self._chats.start_confirmation(
-            session_id, call_id, approve, _caller(claims, operator)
+            session_id, call_id, approve, _caller(claims, operator), face
         )
         return RunningTurn(self._streams.start(turn))
+
+    async def cancel(
+        self,
+        session_id: str,
+        *,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+        face: str = "chat",
+    ) -> bool:
+        """Stop what the session is doing or waiting for, and return once it has stopped: its
+        turn running in this process is cancelled (what was committed stays); a confirmation
+        it waits for is declined and a choice withdrawn, in a turn of their own that calls
+        no model. False when the session is doing and waiting for nothing;
+        `SessionBusyError` when its turn runs on another server of the database."""
+        caller = _caller(claims, operator)
+        await self._chats.check_session(session_id, caller)
+        if await self._streams.cancel(session_id):
+            return True
+        turn = await self._chats.start_withdrawal(session_id, caller, face)
+        if turn is None:
+            return False
+        async for _ in RunningTurn(self._streams.start(turn)).events():
+            pass
+        return True
+
+    async def turns(
+        self,
+        session_id: str,
+        *,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> list[PastTurn]:
+        """The session's turns, oldest first, from its log (a running one has no `done` yet):
+        how a face finds a turn by its `run_id`. `SessionNotFoundError` for another caller's."""
+        return await self._chats.get_turns(session_id, _caller(claims, operator))
+
+    def roots(
+        self, *, claims: Mapping[str, str] | None = None, operator: bool = False
+    ) -> list[str]:
+        """The agents this caller may root a chat at, by name (`main`, unscoped chat, for an
+        operator or in a repo without `default`): what a face lists."""
+        return rootable(self.bundle, operator=_caller(claims, operator).operator)
+
+    def thread_session(
+        self, thread: str, *, claims: Mapping[str, str] | None = None, operator: bool = False
+    ) -> str:
+        """The session id of the caller's conversation named `thread` (`begin(thread=...)`):
+        derived from the caller and the name, so another caller's thread of the same name is
+        another session."""
+        return thread_session_id(_caller(claims, operator), thread)
 
     async def follow(
         self,
@@ -504,6 +573,16 @@ def _request(
     return request
 
 
+def _check_history(history: tuple[EarlierMessage, ...], thread: str | None) -> None:
+    strings = {"history": [m.text for m in history], "thread": thread}
+    problem = json_problem(strings)
+    if problem is not None:
+        raise InvalidRequestError(problem)
+    roles = {m.role for m in history} - {"user", "assistant", "system"}
+    if roles:
+        raise InvalidRequestError(f"history: unknown roles {sorted(roles)}")
+
+
 def _check_text(request: ChatRequest) -> None:
     """Refuse strings that are no text before anything runs: they would fail mid-turn."""
     strings = {
@@ -545,3 +624,14 @@ def _router(model: ModelChoice) -> ModelRouter:
         "model= takes a model name or a runtime.models.Model (OpenAIModel(client, name) for "
         f"your own openai client); got {type(model).__name__}"
     )
+
+
+__all__ = [
+    "ChatResult",
+    "EarlierMessage",
+    "ModelChoice",
+    "PastTurn",
+    "RunningTurn",
+    "Runtime",
+    "SessionHistory",
+]

@@ -391,6 +391,38 @@ def serve(obj: _Context, host: str, port: int, no_reload: bool, workers: int) ->
     sys.exit(run_server(obj.repo, host, port, reload=not no_reload, workers=workers))
 
 
+@main.command("mcp")
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    metavar="NAME",
+    help="Offer only this agent as a tool (repeatable; default: every agent you may root).",
+)
+@click.option(
+    "--token",
+    envvar="AMODAL_MCP_TOKEN",
+    help="Act as the caller this credential names (an API key or a JWT; env AMODAL_MCP_TOKEN) "
+    "instead of the operator.",
+)
+@click.pass_obj
+def mcp(obj: _Context, agents: tuple[str, ...], token: str | None) -> None:
+    """Serve the repo's agents as MCP tools over stdio (for Claude Desktop, Cursor, IDEs)."""
+    from runtime.server.faces import mcp_available
+
+    bundle = obj.bundle()  # every error printed, exit 1, before anything starts
+    if not mcp_available():
+        raise click.ClickException(
+            "`amodal mcp` needs the `mcp` extra: pip install 'amodal-runtime[mcp]'"
+        )
+    from runtime.server.faces.mcp_server import run_stdio
+
+    try:
+        run_stdio(bundle, agents=agents, token=token)
+    except AmodalError as error:
+        raise click.ClickException(str(error)) from None
+
+
 @main.group(name="import")
 def import_group() -> None:
     """Bring agents from another tool: Claude Code or OpenCode (see docs/import.md)."""

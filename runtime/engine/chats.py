@@ -10,6 +10,7 @@ newest bundle at the start of each turn.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import uuid
 from collections.abc import Callable
@@ -18,19 +19,41 @@ import anyio
 
 from runtime.engine.compaction import compactor_for
 from runtime.engine.leases import LeaseKeeper, recover
-from runtime.engine.log import CompactionEntry, append, wire_events
+from runtime.engine.log import (
+    CompactionEntry,
+    DoneEntry,
+    PastTurn,
+    append,
+    past_turns,
+    read,
+    wire_events,
+)
 from runtime.engine.loop import PendingCall, Resume
 from runtime.engine.rooting import Rooting, choose_root
 from runtime.engine.services import Services
 from runtime.engine.turn import Turn
 from runtime.engine.view import estimate
 from runtime.events import Event
-from runtime.exceptions import ConfirmationNotFoundError, SessionNotFoundError
+from runtime.exceptions import (
+    ConfirmationNotFoundError,
+    InvalidRequestError,
+    RecordExistsError,
+    SessionNotFoundError,
+)
 from runtime.models import ToolCallRequest
 from runtime.repo.bundle import Bundle
 from runtime.repo.templates import clean_context
 from runtime.storage import RunRecord, SessionRecord, StoredEvent, utc_now
 from runtime.surface.caller import Caller, ChatRequest
+
+WAITING = ("awaiting_confirmation", "awaiting_choice")
+
+
+def thread_session_id(caller: Caller, thread: str) -> str:
+    """The session id of a caller's named conversation: derived from the caller's scope and
+    owner and the name, so two callers' threads of one name never meet."""
+    key = json.dumps([caller.scope_id, caller.owner, thread], ensure_ascii=False)
+    return "thread-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
 class ChatService:
@@ -51,6 +74,12 @@ class ChatService:
         """Check and claim everything a turn needs; raises before anything streams."""
         bundle = self.bundle()
         session = None
+        new_id = uuid.uuid4().hex
+        if request.thread is not None:
+            if request.session_id is not None:
+                raise InvalidRequestError("name a session or a thread, not both")
+            new_id = thread_session_id(caller, request.thread)
+            session = await self._session_if_any(new_id, caller)
         if request.session_id is not None:
             session = await self._session(request.session_id, caller)
         if request.autonomous:
@@ -64,11 +93,7 @@ class ChatService:
         )
         created = session is None
         if session is None:
-            now = utc_now()
-            session = SessionRecord(
-                uuid.uuid4().hex, caller.scope_id, caller.owner, rooting.agent, now, now
-            )
-            await self.storage.create_session(session)
+            session = await self._create(new_id, caller, rooting.agent)
         lease = await self.leases.acquire(session.id)
         return Turn(
             self.services,
@@ -80,10 +105,21 @@ class ChatService:
             message=request.message,
             rooting=rooting,
             context=clean_context(request.context),
+            history=request.history if created else (),
+            face=request.face,
         )
 
+    async def _create(self, session_id: str, caller: Caller, agent: str) -> SessionRecord:
+        now = utc_now()
+        session = SessionRecord(session_id, caller.scope_id, caller.owner, agent, now, now)
+        try:
+            await self.storage.create_session(session)
+        except RecordExistsError:  # a thread's first two turns at once: the other one won
+            return await self._session(session_id, caller)
+        return session
+
     async def start_confirmation(
-        self, session_id: str, call_id: str, approve: bool, caller: Caller
+        self, session_id: str, call_id: str, approve: bool, caller: Caller, face: str = "chat"
     ) -> Turn:
         """Claim the session to answer a pending confirmation; the turn resumes the run."""
         bundle = self.bundle()
@@ -109,6 +145,34 @@ class ChatService:
             rooting=Rooting(session.root_agent),
             context=dict(pending.state.get("context", {})),
             resume=resume,
+            face=face,
+        )
+
+    async def start_withdrawal(self, session_id: str, caller: Caller, face: str) -> Turn | None:
+        """Claim the session to withdraw what its last turn waits for (a confirmation is
+        declined, a choice no longer asked) without calling the model; None when it waits
+        for nothing. `SessionBusyError` while a turn runs."""
+        bundle = self.bundle()
+        session = await self._session(session_id, caller)
+        lease = await self.leases.acquire(session.id)
+        ends = [
+            e.entry for e in await read(self.storage, session_id) if isinstance(e.entry, DoneEntry)
+        ]
+        if not ends or ends[-1].reason not in WAITING:
+            await lease.release()
+            return None
+        return Turn(
+            self.services,
+            bundle,
+            session,
+            caller,
+            lease,
+            False,
+            message=None,
+            rooting=Rooting(session.root_agent),
+            context={},
+            face=face,
+            withdrawing=True,
         )
 
     async def compact(
@@ -167,6 +231,14 @@ class ChatService:
             caller.scope_id, caller.owner, limit=limit, offset=offset
         )
 
+    async def get_turns(self, session_id: str, caller: Caller) -> list[PastTurn]:
+        await self._session(session_id, caller)
+        return past_turns(await read(self.storage, session_id))
+
+    async def check_session(self, session_id: str, caller: Caller) -> SessionRecord:
+        """The session, or `SessionNotFoundError` when the caller may not see it."""
+        return await self._session(session_id, caller)
+
     async def get_runs(self, session_id: str, caller: Caller) -> list[RunRecord]:
         await self._session(session_id, caller)
         return await self.storage.list_runs(session_id)
@@ -176,6 +248,12 @@ class ChatService:
         await self.storage.delete_session(session_id)
         self.services.prompts.pop(session_id, None)
         self.services.views.drop(session_id)
+
+    async def _session_if_any(self, session_id: str, caller: Caller) -> SessionRecord | None:
+        try:
+            return await self._session(session_id, caller)
+        except SessionNotFoundError:
+            return None
 
     async def _session(self, session_id: str, caller: Caller) -> SessionRecord:
         session = await self.storage.get_session(session_id)

@@ -33,6 +33,7 @@ from runtime.engine.log import (
     CompactionEntry,
     HandoffEntry,
     Logged,
+    SeedEntry,
     ToolResultEntry,
     UserEntry,
 )
@@ -291,6 +292,8 @@ def _as_text(logged: Logged) -> str:
         return f"Person: {entry.text}\n\n"
     if isinstance(entry, HandoffEntry):
         return f"Note: {entry.text}\n\n"
+    if isinstance(entry, SeedEntry):
+        return f"Earlier ({entry.role}): {entry.text}\n\n"
     if isinstance(entry, AnswerEntry):
         calls = "".join(f"Agent called {c.name} with {c.arguments}\n" for c in entry.calls)
         said = f"Agent: {entry.text}\n" if entry.text else ""

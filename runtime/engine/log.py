@@ -9,7 +9,8 @@ stream sees the same events, once each, as one that never did.
 
 An entry stands for zero or more events: an `AnswerEntry` (a model's answer) for
 the `usage` event and one `tool_call` per call it asked for, ids `SEQ`, `SEQ:1`,
-`SEQ:2`...; `UserEntry`, `HandoffEntry`, `PromptEntry` and `ProposalEntry` for none.
+`SEQ:2`...; `UserEntry`, `SeedEntry`, `HandoffEntry`, `PromptEntry` and `ProposalEntry`
+for none.
 The field names of `data()` are the stored shape (and what `GET /sessions/{id}`
 shows): they never change, so logs written by earlier versions decode too.
 """
@@ -25,10 +26,11 @@ from typing import Any, ClassVar, Protocol, Self
 import anyio
 
 from runtime import events
-from runtime.events import EVENT_ID, CompactionStage, DoneReason, Event, ToolStatus, Usage
+from runtime.events import EVENT_ID, CompactionStage, Done, DoneReason, Event, ToolStatus, Usage
 from runtime.exceptions import InvalidEventIdError
 from runtime.models import ToolCallRequest
 from runtime.storage import JSONObject, Storage, StoredEvent
+from runtime.surface.caller import EarlierRole
 
 Position = tuple[int, int]
 """Where an event sits in a log: (entry seq, index of the event within the entry)."""
@@ -128,6 +130,25 @@ class UserEntry(_Silent):
     @classmethod
     def decode(cls, data: JSONObject) -> Self:
         return cls(data["text"])
+
+
+@dataclass(frozen=True, slots=True)
+class SeedEntry(_Silent):
+    """A message of the conversation a client had before this session began (an OpenAI
+    client sends the whole history), written before the session's first message. The
+    model reads `user` and `assistant` ones as they were; a `system` one is quoted as
+    context, never followed as instructions."""
+
+    kind: ClassVar[str] = "seed"
+    role: EarlierRole
+    text: str
+
+    def data(self) -> JSONObject:
+        return {"role": self.role, "text": self.text}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(data["role"], data["text"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -576,6 +597,7 @@ _KINDS: dict[str, Any] = {
     for kind in (
         TurnEntry,
         UserEntry,
+        SeedEntry,
         HandoffEntry,
         PromptEntry,
         ProposalEntry,
@@ -669,6 +691,63 @@ def open_turn(entries: Iterable[Logged]) -> Logged | None:
         ):
             running = None
     return running
+
+
+@dataclass(frozen=True, slots=True)
+class PastTurn:
+    """One turn of a session as its log tells it."""
+
+    run_id: str
+    """The turn's root run (`RunningTurn.run_id` while it ran)."""
+    agent: str
+    started_at: datetime
+    ended_at: datetime | None
+    """When its `done` was written (None while it runs)."""
+    message: str | None
+    """The person's message; None for a turn that answered or withdrew what the one before it
+    waited for (a confirmation, a choice)."""
+    events: tuple[Event, ...]
+    """What it streamed, specialists' events too, from `session` to `done` (no `done` yet
+    while it runs)."""
+
+    @property
+    def done(self) -> Done | None:
+        return next((e for e in reversed(self.events) if isinstance(e, Done)), None)
+
+
+def past_turns(entries: Iterable[Logged]) -> list[PastTurn]:
+    """Every turn of a log, oldest first. A turn is its `TurnEntry` and every entry up to the
+    next one (one turn runs at a time per session, so they are all its own)."""
+    spans: list[list[Logged]] = []
+    for logged in entries:
+        if isinstance(logged.entry, TurnEntry):
+            spans.append([])
+        if spans:
+            spans[-1].append(logged)
+    return [_past_turn(span) for span in spans]
+
+
+def _past_turn(span: list[Logged]) -> PastTurn:
+    first = span[0]
+    message = next(
+        (
+            logged.entry.text
+            for logged in span
+            if isinstance(logged.entry, UserEntry) and logged.run_id == first.run_id
+        ),
+        None,
+    )
+    found = [event for logged in span for event in wire_events(logged)]
+    ended = next(
+        (
+            logged.created_at
+            for logged in span
+            if isinstance(logged.entry, DoneEntry) and logged.run_id == first.run_id
+        ),
+        None,
+    )
+    assert isinstance(first.entry, TurnEntry)
+    return PastTurn(first.run_id, first.entry.agent, first.created_at, ended, message, tuple(found))
 
 
 def shown_arguments(arguments: str) -> Any:
@@ -788,11 +867,13 @@ __all__ = [
     "HandoffEntry",
     "LogEntry",
     "Logged",
+    "PastTurn",
     "Position",
     "PromptEntry",
     "ProposalEntry",
     "Recorder",
     "RootChangeEntry",
+    "SeedEntry",
     "SessionLog",
     "SpecialistEndEntry",
     "SpecialistStartEntry",
@@ -807,6 +888,7 @@ __all__ = [
     "decode",
     "kind_of",
     "open_turn",
+    "past_turns",
     "position",
     "read",
     "shown_arguments",

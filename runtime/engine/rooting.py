@@ -23,6 +23,16 @@ class Rooting:
         return self.previous is not None and self.previous != self.agent
 
 
+def rootable(bundle: Bundle, *, operator: bool) -> list[str]:
+    """The agents a caller may root a chat at, by name: every agent, and `main` (unscoped
+    chat) for an operator, or for anyone in a repo without `default` (the rule
+    `choose_root` applies)."""
+    names = sorted(bundle.agents)
+    if operator or DEFAULT_AGENT not in bundle.agents:
+        names.append(MAIN_AGENT)
+    return names
+
+
 def choose_root(
     bundle: Bundle,
     requested: str | None,

@@ -40,15 +40,25 @@ class LiveTurn:
         self.events: list[Event] = []
         self.finished = False
         self._changed = anyio.Event()
+        self._scope = anyio.CancelScope()
+        self._ended = anyio.Event()
 
     async def run(self) -> None:
         try:
-            async for event in self.turn.events():
-                self.events.append(event)
-                self._wake()
+            with self._scope:  # cancelled: the turn closes itself (`done`, reason cancelled)
+                async for event in self.turn.events():
+                    self.events.append(event)
+                    self._wake()
+            self.events.extend(self.turn.closing)  # a cancelled turn's `done`, for followers
         finally:
             self.finished = True
             self._wake()
+            self._ended.set()
+
+    async def cancel(self) -> None:
+        """Stop the turn and wait until it has closed itself."""
+        self._scope.cancel()
+        await self._ended.wait()
 
     def _wake(self) -> None:
         self._changed.set()
@@ -82,6 +92,14 @@ class TurnStreams:
         self._live[turn.session_id] = live
         self._group.start_soon(self._run, live)
         return live
+
+    async def cancel(self, session_id: str) -> bool:
+        """Stop the session's turn if it runs in this process (False when it does not)."""
+        live = self._live.get(session_id)
+        if live is None or live.finished:
+            return False
+        await live.cancel()
+        return True
 
     async def _run(self, live: LiveTurn) -> None:
         try:

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -30,6 +30,7 @@ from runtime.engine.log import (
     Logged,
     PromptEntry,
     RootChangeEntry,
+    SeedEntry,
     SessionLog,
     SurfaceChangeEntry,
     ToolResultEntry,
@@ -47,13 +48,15 @@ from runtime.observe.hooks import TurnEnded, TurnStarted
 from runtime.repo.bundle import MAIN_AGENT, AgentDefinition, Bundle
 from runtime.repo.model_bindings import model_card
 from runtime.storage import PendingConfirmation, RunRecord, SessionRecord, utc_now
-from runtime.surface.caller import Caller
+from runtime.surface.caller import Caller, EarlierMessage
 from runtime.surface.prompt import context_prompt
 from runtime.surface.resolution import Surface, resolve
 from runtime.tools import ToolContext
 from runtime.tools.delegation import LABEL_CHARS
 
 logger = logging.getLogger("amodal")
+
+WITHDRAWN = "not approved: the request was cancelled"
 
 
 class Turn:
@@ -72,6 +75,9 @@ class Turn:
         rooting: Rooting,
         context: Mapping[str, str],
         resume: Resume | None = None,
+        history: Sequence[EarlierMessage] = (),
+        face: str = "chat",
+        withdrawing: bool = False,
     ) -> None:
         self.services = services
         self.bundle = bundle
@@ -83,11 +89,17 @@ class Turn:
         self.rooting = rooting
         self.context = dict(context)
         self.resume = resume
+        self.history = tuple(history)
+        self.face = face
+        self.withdrawing = withdrawing
+        """Withdraw what the last turn waits for (decline its confirmation), then end."""
         self.run_id = f"run_{uuid.uuid4().hex[:12]}"
         self.usage = Usage()
         """The turn's usage so far: its own model calls and every specialist's."""
         self.reason: DoneReason | None = None
         """Why the turn ended, once it has."""
+        self.closing: list[Event] = []
+        """The events a cancelled turn wrote as it closed (its `done`), never streamed."""
         sink = EventSink()
         self._view = services.views.get(session.id)
         self._log = SessionLog(services.storage, session.id, bundle.version, sink, self._view.add)
@@ -108,7 +120,9 @@ class Turn:
             raise RuntimeError("a turn's events can be read once")
         self._consumed = True
         observers = self.services.observers
-        started = TurnStarted(self.session.id, self.run_id, self.agent, self.bundle.version)
+        started = TurnStarted(
+            self.session.id, self.run_id, self.agent, self.bundle.version, self.face
+        )
         observers.notify("turn_started", started)
         clock = time.monotonic()
         reason: DoneReason = "error"
@@ -133,7 +147,7 @@ class Turn:
             reason, error = "cancelled", "cancelled"
             with anyio.CancelScope(shield=True):
                 await self._close_interrupted()
-                await self._finish(reason)
+                self.closing = await self._finish(reason)
             raise
         finally:
             self.reason = reason
@@ -174,6 +188,13 @@ class Turn:
         for event in await self._logged(started):
             yield event  # `session`, first of every turn
         waiting = await storage.list_pending(session.id)
+        if self.withdrawing:
+            for event in await self._deny_waiting(
+                waiting, "not approved: the request was cancelled"
+            ):
+                yield event
+            self.reason = "cancelled"
+            return
         if self.message is not None:
             for event in await self._deny_waiting(waiting):
                 yield event
@@ -185,6 +206,9 @@ class Turn:
             for event in await self._logged(SurfaceChangeEntry(self.agent, changed)):
                 yield event
         if self.message is not None:
+            for earlier in self.history:
+                seed = SeedEntry(earlier.role, earlier.text)
+                await self._logged(seed)
             await self._logged(UserEntry(self.message))
 
         pending_ids = {p.call_id for p in waiting} if self.message is None else set()
@@ -234,13 +258,17 @@ class Turn:
         if result.pending is not None:
             await self._save_pending(result.pending.call, result.pending.used)
 
-    async def _deny_waiting(self, waiting: list[PendingConfirmation]) -> list[Event]:
-        """A new message instead of a decision: the waiting call is not approved. Its result
-        must follow its assistant message, so it is written before the new message."""
+    async def _deny_waiting(
+        self,
+        waiting: list[PendingConfirmation],
+        denial: str = "not approved: the person sent a new message instead",
+    ) -> list[Event]:
+        """A new message instead of a decision (or a withdrawal): the waiting call is not
+        approved. Its result must follow its assistant message, so it is written before the
+        new message."""
         denied: list[Event] = []
         for pending in waiting:
             if await self.services.storage.delete_pending(self.session.id, pending.call_id):
-                denial = "not approved: the person sent a new message instead"
                 denied += await self._logged(
                     ToolResultEntry.denied(pending.call_id, pending.tool, denial)
                 )

@@ -23,6 +23,7 @@ from runtime.engine.log import (
     HandoffEntry,
     Logged,
     PromptEntry,
+    SeedEntry,
     ToolResultEntry,
     TurnEntry,
     UserEntry,
@@ -34,6 +35,7 @@ from runtime.engine.transcript import (
     close_open_calls,
     masked_tool_message,
     open_calls,
+    seed_message,
     summary_message,
     tool_message,
     user_message,
@@ -48,7 +50,7 @@ used only for what was appended since the endpoint last reported its count."""
 MESSAGE_TOKENS = 4
 """What a message costs besides its text (its role and framing)."""
 
-Conversational = UserEntry | HandoffEntry | AnswerEntry | ToolResultEntry
+Conversational = UserEntry | SeedEntry | HandoffEntry | AnswerEntry | ToolResultEntry
 
 
 def estimate(text: str) -> int:
@@ -98,7 +100,7 @@ class SessionView:
             self.prompt = entry
         elif isinstance(entry, CompactionEntry):
             self._compacted(logged.seq, entry)
-        elif isinstance(entry, UserEntry | HandoffEntry | AnswerEntry | ToolResultEntry):
+        elif isinstance(entry, Conversational):
             self.items.append(logged)
             if isinstance(entry, AnswerEntry) and entry.usage.input_tokens:
                 self._reported = (logged.seq, entry.usage.input_tokens)
@@ -136,6 +138,8 @@ class SessionView:
             if self.masks(logged):
                 return masked_tool_message(entry)
             return tool_message(entry)
+        if isinstance(entry, SeedEntry):
+            return seed_message(entry)
         assert isinstance(entry, UserEntry | HandoffEntry)
         return user_message(entry.text)
 
@@ -170,7 +174,7 @@ class SessionView:
             if self.masks(logged, mask_through):
                 return estimate(masked_tool_message(entry)["content"])
             return estimate(entry.content)
-        assert isinstance(entry, UserEntry | HandoffEntry)
+        assert isinstance(entry, UserEntry | SeedEntry | HandoffEntry)
         return estimate(entry.text)
 
     def user_turns(self) -> list[int]:

@@ -32,6 +32,9 @@ class TurnStarted:
     run_id: str
     agent: str
     bundle_version: str
+    face: str = "chat"
+    """Which front end started it: `chat` (/chat, the CLI, the Python API) or a protocol
+    face (`openai_chat`, `responses`, `mcp`, `a2a`, `ag_ui`)."""
 
 
 @dataclass(frozen=True, slots=True)

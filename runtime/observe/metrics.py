@@ -5,7 +5,9 @@ happen, in a registry of its own (several runtimes in one process never mix
 their numbers); the repo's reload failures (and, with MCP servers, their states)
 are read when Prometheus scrapes.
 
-    amodal_turns_total{reason}                   turns by done reason
+    amodal_turns_total{reason,face}              turns by done reason and by the face that
+                                                 started them (chat, openai_chat, responses,
+                                                 mcp, a2a, ag_ui)
     amodal_turn_duration_seconds                 histogram
     amodal_model_call_duration_seconds{model}    histogram, by the model asked for
     amodal_tool_calls_total{tool,status}         ok, error, denied, timeout
@@ -49,7 +51,10 @@ class Metrics(RunObserver):
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._turns = Counter(
-            "amodal_turns", "Turns by done reason.", ["reason"], registry=self.registry
+            "amodal_turns",
+            "Turns by done reason and by the face that started them.",
+            ["reason", "face"],
+            registry=self.registry,
         )
         self._turn_seconds = Histogram(
             "amodal_turn_duration_seconds",
@@ -103,7 +108,7 @@ class Metrics(RunObserver):
 
     def turn_ended(self, turn: TurnStarted, ended: TurnEnded) -> None:
         self._running.dec()
-        self._turns.labels(ended.reason).inc()
+        self._turns.labels(ended.reason, turn.face).inc()
         self._turn_seconds.observe(ended.duration_s)
 
     def model_call_ended(self, call: ModelCallStarted, ended: ModelCallEnded) -> None:

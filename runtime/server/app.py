@@ -23,6 +23,7 @@ from runtime.events import EVENT_ID, Event
 from runtime.exceptions import AmodalError, RequestError, UnknownAgentError
 from runtime.observe.metrics import Metrics
 from runtime.repo.bundle import Bundle
+from runtime.server import faces
 from runtime.server.auth import Authenticator
 from runtime.server.console import add_console
 from runtime.server.errors import (
@@ -304,6 +305,11 @@ def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
         return Response(metrics.render(), media_type=metrics.content_type)
 
     add_store_routes(app, live, runtime.storage, auth)
+    app.include_router(faces.openai_chat_routes(runtime, auth))
+    app.include_router(faces.responses_routes(runtime, auth))
+    app.include_router(faces.mcp_routes(runtime, auth))
+    app.include_router(faces.a2a_routes(runtime, auth))
+    app.include_router(faces.ag_ui_routes(runtime, auth))
     add_console(app, auth)
     return app
 

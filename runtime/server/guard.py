@@ -11,7 +11,9 @@ forget a rule:
 - a body that is no UTF-8, or JSON nested deeper than the parser can follow, is
   a 422 too (FastAPI would answer a 400 or fail).
 
-The offending value is never echoed: the message says where and which character.
+The offending value is never echoed: the message says where and which character. A
+refusal of a path a protocol face serves is in that protocol's error shape
+(`runtime.server.faces.refusal_for`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runtime._text import json_problem, text_problem
 from runtime.server.errors import error_response
+from runtime.server.faces import refusal_for
 
 
 class RequestGuard:
@@ -38,11 +41,12 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         limit = int(self.limit())
+        refuse = _refusal(scope)
         too_large = f"request bodies are limited to {limit} bytes"
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            await error_response(413, "body_too_large", too_large)(scope, receive, send)
+            await refuse(413, "body_too_large", too_large)(scope, receive, send)
             return
         # Read the body here, counting (a Content-Length can be absent or false). An error
         # raised from inside receive() would reach FastAPI's body parsing, which turns it
@@ -56,19 +60,29 @@ class RequestGuard:
                 break
             body += message.get("body", b"")
             if len(body) > limit:
-                await error_response(413, "body_too_large", too_large)(scope, receive, send)
+                await refuse(413, "body_too_large", too_large)(scope, receive, send)
                 return
             if not message.get("more_body", False):
                 break
         problem = url_problem(scope) or body_problem(bytes(body))
         if problem is not None:
-            await error_response(422, "invalid_request", problem)(scope, receive, send)
+            await refuse(422, "invalid_request", problem)(scope, receive, send)
             return
 
         async def replay() -> Message:
             return buffered.pop(0) if buffered else await receive()
 
         await self.app(scope, replay, send)
+
+
+def _refusal(scope: Scope) -> Callable[[int, str, str], ASGIApp]:
+    """The error answer for this request's path, looked up only when it is refused."""
+
+    def refuse(status: int, code: str, message: str) -> ASGIApp:
+        shaped = refusal_for(scope["path"]) or error_response
+        return shaped(status, code, message)
+
+    return refuse
 
 
 def url_problem(scope: Scope) -> str | None:

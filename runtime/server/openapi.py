@@ -170,9 +170,14 @@ def finish(document: dict[str, Any], bundle: Bundle, auth_required: bool) -> dic
 
 
 def _finish_operation(operation: dict[str, Any], auth_required: bool) -> None:
+    # A protocol face answers its errors in its protocol's shape (docs/protocols.md).
+    errors = operation.pop("x-error-content", None) or {"application/json": {"schema": _ERROR_REF}}
     parameters = operation.get("parameters", [])
     authenticated = any(p["in"] == "header" and p["name"] == "authorization" for p in parameters)
     kept = [p for p in parameters if not (p["in"] == "header" and p["name"] == "authorization")]
+    for parameter in kept:
+        if parameter["in"] == "header" and "schema" in parameter:
+            parameter["schema"] = _never_null(parameter["schema"])
     if kept:
         operation["parameters"] = kept
     else:
@@ -180,17 +185,27 @@ def _finish_operation(operation: dict[str, Any], auth_required: bool) -> None:
     responses = operation["responses"]
     for status, response in responses.items():
         if status.startswith("4"):  # errors are JSON, whatever the route's own media type
-            response["content"] = {"application/json": {"schema": _ERROR_REF}}
+            response["content"] = errors
     if authenticated and auth_required:
         operation["security"] = [{"bearer": []}]
-        responses["401"] = _error(401)
+        responses["401"] = _error(401, errors)
     if "requestBody" in operation:
-        responses["413"] = _error(413)
-    responses["422"] = _error(422)
+        responses["413"] = _error(413, errors)
+    responses["422"] = _error(422, errors)
 
 
-def _error(status: int) -> dict[str, Any]:
-    return {"description": _WHY[status], "content": {"application/json": {"schema": _ERROR_REF}}}
+def _never_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A header is absent or a string, never JSON's null: FastAPI's `str | None` is the
+    string (a fuzzer would otherwise send the text `null`)."""
+    options = [option for option in schema.get("anyOf", []) if option.get("type") != "null"]
+    if len(options) != 1:
+        return schema
+    return {**{k: v for k, v in schema.items() if k != "anyOf"}, **options[0]}
+
+
+def _error(status: int, content: dict[str, Any] | None = None) -> dict[str, Any]:
+    answer = content or {"application/json": {"schema": _ERROR_REF}}
+    return {"description": _WHY[status], "content": answer}
 
 
 # ------------------------------------------------------------------ stores

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from runtime.surface.resolution import DEFAULT_SCOPE, SurfaceContext
 
@@ -35,6 +36,19 @@ class Caller:
         )
 
 
+EarlierRole = Literal["user", "assistant", "system"]
+
+
+@dataclass(frozen=True, slots=True)
+class EarlierMessage:
+    """A message of a conversation held before its session began, e.g. the history an OpenAI
+    client sends with every request. A `system` one is quoted to the agent as context,
+    never followed as instructions."""
+
+    role: EarlierRole
+    text: str
+
+
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
     """One chat message (SPEC 3): what to say, to whom, in which session."""
@@ -44,3 +58,10 @@ class ChatRequest:
     context: Mapping[str, str] = field(default_factory=dict)
     session_id: str | None = None
     autonomous: bool = False  # no human present (a scheduled or API-started task)
+    history: tuple[EarlierMessage, ...] = ()
+    """Seeds the transcript of a session this turn starts (ignored when it continues one)."""
+    thread: str | None = None
+    """The caller's own name for the conversation (an AG-UI thread): its session is
+    continued when it exists, else started under an id derived from the caller and it."""
+    face: str = "chat"
+    """Which front end asked (`/metrics` counts turns by it)."""

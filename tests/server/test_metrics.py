@@ -44,7 +44,7 @@ async def test_metrics_count_turns_tools_tokens_and_reload_failures(
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     got = samples(response.text)
-    assert got[("amodal_turns_total", (("reason", "model_stop"),))] == 2
+    assert got[("amodal_turns_total", (("face", "chat"), ("reason", "model_stop")))] == 2
     assert got[("amodal_turn_duration_seconds_count", ())] == 2
     status = (("status", "ok"), ("tool", "load_knowledge"))
     assert got[("amodal_tool_calls_total", status)] == 1

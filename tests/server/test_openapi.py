@@ -93,9 +93,31 @@ def operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, A
 # ---------------------------------------------------------------- the document
 
 
+NO_NUL = {"pattern": "^[^\\u0000]*$"}
+
+
+def face_errors(path: str) -> dict[str, Any]:
+    """The error content of a path: the amodal API's error shape, or a protocol face's own."""
+    if path.startswith("/v1/"):
+        return {"application/json": {"schema": {"$ref": "#/components/schemas/OpenAIErrorBody"}}}
+    if path.startswith(("/a2a/", "/.well-known/", "/mcp")):
+        return {"application/json": {"schema": {"$ref": "#/components/schemas/JSONRPCErrorBody"}}}
+    if path.startswith("/ag-ui/"):  # one `RUN_ERROR` event, an item of an event stream
+        item = {
+            "type": "object",
+            "required": ["data"],
+            "properties": {
+                "event": {"type": "string", **NO_NUL},
+                "data": {"type": "string", **NO_NUL},
+            },
+            "propertyNames": NO_NUL,
+        }
+        return {"text/event-stream": {"itemSchema": item}}
+    return {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+
+
 async def test_every_error_is_declared_in_the_error_shape(secured: Api) -> None:
     document = await openapi(secured)
-    error_body = {"$ref": "#/components/schemas/ErrorBody"}
 
     assert document["components"]["schemas"]["ErrorBody"]["required"] == ["error"]
     assert "HTTPValidationError" not in document["components"]["schemas"]
@@ -108,7 +130,7 @@ async def test_every_error_is_declared_in_the_error_shape(secured: Api) -> None:
             assert "413" in responses, (method, path)
         for status, response in responses.items():
             if status.startswith("4"):
-                assert response["content"] == {"application/json": {"schema": error_body}}
+                assert response["content"] == face_errors(path), (method, path, status)
     declared = {(m, p): set(o["responses"]) for m, p, o in operations(document)}
     assert {"403", "404", "409"} <= declared["POST", "/chat"]
     assert {"404", "409"} <= declared["POST", "/sessions/{session_id}/confirmations/{call_id}"]
@@ -180,6 +202,23 @@ async def test_turns_are_declared_as_event_streams(secured: Api) -> None:
     assert set(metrics) == {"text/plain"}
 
 
+async def test_the_http_protocol_faces_are_in_the_document(secured: Api) -> None:
+    paths = (await openapi(secured))["paths"]
+
+    assert {"/v1/models", "/v1/chat/completions", "/v1/responses"} <= set(paths)
+    assert "/v1/responses/{response_id}" in paths and "/mcp" in paths
+    assert {"/a2a/{agent}", "/a2a/{agent}/.well-known/agent-card.json"} <= set(paths)
+    assert "/.well-known/agent-card.json" in paths and "/ag-ui/{agent}" in paths
+    completions = paths["/v1/chat/completions"]["post"]
+    assert set(completions["responses"]["200"]["content"]) == {
+        "application/json",
+        "text/event-stream",
+    }
+    assert {"400", "404", "409"} <= set(completions["responses"])
+    run = paths["/ag-ui/{agent}"]["post"]["requestBody"]["content"]["application/json"]
+    assert "RunAgentInput" in run["schema"]["$ref"]
+
+
 async def test_a_wrong_method_is_405_with_every_allowed_method(secured: Api) -> None:
     headers = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
     cases = {
@@ -225,6 +264,24 @@ SCHEMATHESIS_CONFIG = """\
 include-path-regex = "^/stores/[^/]+/\\\\{key\\\\}$"
 include-method = "PUT"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "422"]
+
+# JSON-RPC (A2A, MCP) answers a call it cannot take with a JSON-RPC error, in a 200 for A2A
+# (the a2a-sdk's binding): a schema-violating call is refused in the body, not the status.
+[[operations]]
+include-path-regex = "^/a2a/[^/]+$"
+include-method = "POST"
+checks.negative_data_rejection.enabled = false
+
+[[operations]]
+include-path = "/mcp"
+include-method = "POST"
+checks.negative_data_rejection.enabled = false
+
+# The OpenAI faces and AG-UI take a conversation whose last message must be the user's, and
+# refuse client tools: rules between items JSON Schema cannot state, answered with a 400.
+[[operations]]
+include-path-regex = "^/(v1/chat/completions|v1/responses|ag-ui/[^/]+)$"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "422"]
 """
 EXAMPLES_PER_ROUTE = 5
 SEED = os.environ.get("AMODAL_SCHEMATHESIS_SEED", "20261201")
