@@ -218,6 +218,22 @@ class AccessEndpoint(Strict):
     path: Annotated[str, StringConstraints(pattern=r"^/[^?#\s]*$")]
     confirm: bool = False
 
+    @field_validator("path")
+    @classmethod
+    def _segments(cls, path: str) -> str:
+        parts = [part for part in path.split("/") if part]
+        for index, part in enumerate(parts):
+            if part == "**" and index != len(parts) - 1:
+                raise ValueError(
+                    "`**` matches the rest of the path, so it may only be the last segment "
+                    "(`/files/**`); write `*` or `{name}` for one segment"
+                )
+            if "*" in part and part not in ("*", "**"):
+                raise ValueError(f"segment {part!r}: `*` matches a whole segment, not part of one")
+            if part in (".", ".."):
+                raise ValueError("'.' and '..' segments never match: no call path has them")
+        return path
+
 
 class AccessFile(Strict):
     """connections/<name>/access.json: which endpoints agents may call."""
