@@ -122,6 +122,7 @@ class McpServer(Strict):
     timeout: float = Field(default=60, gt=0, le=600)
     tools: tuple[str, ...] | None = None
     confirm: bool | tuple[str, ...] = False
+    max_result_bytes: int = Field(default=1_048_576, ge=1_024, le=104_857_600)
 
     @model_validator(mode="after")
     def _transport_fields(self) -> McpServer:

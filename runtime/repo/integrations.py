@@ -338,6 +338,7 @@ def _mcp_server(
         allowed=frozenset(server.tools) if server.tools is not None else None,
         confirm=confirm,
         file=file,
+        max_result_bytes=server.max_result_bytes,
         env=MappingProxyType(env),
         headers=MappingProxyType(headers),
         secrets=_secret_values({*resolved, *env.values(), *headers.values()}),
@@ -350,15 +351,19 @@ def _secret_values(values: Iterable[str]) -> tuple[str, ...]:
 
 
 def _check_prefixes(report: Report, servers: Mapping[str, McpServerDefinition]) -> None:
-    """Two servers whose tool names would share a prefix (`my-db` and `my_db`) collide."""
-    seen: dict[str, str] = {}
-    for name, server in sorted(servers.items()):
+    """Two servers collide when one's tool-name prefix starts with the other's: `my-db` and
+    `my_db` both name tools `my_db__<tool>`, and `docs__admin`'s tool `delete` and
+    `docs`'s tool `admin__delete` would both be `docs__admin__delete`."""
+    names = sorted(servers)
+    for name in names:
         prefix = mcp_prefix(name)
-        if prefix in seen:
-            report.error(
-                server.file,
-                f"MCP servers {seen[prefix]!r} and {name!r} would both name their tools "
-                f"`{prefix}<tool>`; rename one",
-            )
-        else:
-            seen[prefix] = name
+        for other in names:
+            theirs = mcp_prefix(other)
+            if other != name and prefix.startswith(theirs) and (theirs != prefix or other < name):
+                report.error(
+                    servers[name].file,
+                    f"MCP servers {other!r} and {name!r} could give two tools one name: "
+                    f"{name!r}'s tools are `{prefix}<tool>`, which {other!r}'s tools "
+                    f"`{theirs}<tool>` include; rename one",
+                )
+                break

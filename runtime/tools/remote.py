@@ -98,11 +98,12 @@ def request_tool(bundle: Bundle, surface: Surface, connections: Connections) -> 
 def mcp_tools(
     bundle: Bundle, surface: Surface, snapshot: McpSnapshot, servers: McpServers | None
 ) -> dict[str, Tool]:
-    """The MCP tools of `surface`: `server__tool` for each one its servers offer now."""
+    """The MCP tools of `surface`: `server__tool` for each one its servers offer now, each
+    found on the server the surface granted it from, and called there."""
     tools = {}
-    for name in surface.tools:
-        tool = snapshot.tools.get(name)
-        definition = bundle.mcp_servers.get(tool.server) if tool is not None else None
+    for name, server in surface.mcp_tools.items():
+        tool = snapshot.tool(server, name)
+        definition = bundle.mcp_servers.get(server)
         if tool is None or definition is None or servers is None:
             continue
         tools[name] = Tool(
