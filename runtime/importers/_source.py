@@ -9,9 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from runtime.repo import _markdown
+from runtime.repo import _markdown, _yaml
 
 _KEY_LINE = re.compile(r"^([A-Za-z_][\w-]*):[ \t]+(.*)$")
 _SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv"})
@@ -57,8 +55,10 @@ def parse_frontmatter(text: str) -> tuple[Any, tuple[str, ...]]:
     """YAML frontmatter; where its only fault is an unquoted `: ` inside a one-line value
     (`description: Use when: the user asks`), that value is quoted and the keys returned."""
     try:
-        return _load_yaml(text), ()
-    except yaml.YAMLError as error:
+        return _yaml.load(text), ()
+    except _yaml.YamlError as error:
+        if error.problem.startswith("YAML aliases"):
+            raise SourceError(f"the frontmatter is not read: {error} of the frontmatter") from None
         first_error = error
     lines, repaired = [], []
     for line in text.split("\n"):
@@ -71,17 +71,11 @@ def parse_frontmatter(text: str) -> tuple[Any, tuple[str, ...]]:
             lines.append(line)
     if repaired:
         try:
-            return _load_yaml("\n".join(lines)), tuple(repaired)
-        except yaml.YAMLError:
+            return _yaml.load("\n".join(lines)), tuple(repaired)
+        except _yaml.YamlError:
             pass
-    mark = getattr(first_error, "problem_mark", None)
-    where = f" (frontmatter line {mark.line + 1})" if mark is not None else ""
-    problem = getattr(first_error, "problem", None) or str(first_error).splitlines()[0]
-    raise SourceError(f"the frontmatter is not valid YAML: {problem}{where}")
-
-
-def _load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    where = f" (frontmatter line {first_error.line})" if first_error.line is not None else ""
+    raise SourceError(f"the frontmatter is not valid YAML: {first_error.problem}{where}")
 
 
 def read_jsonc(path: Path) -> Any:

@@ -21,7 +21,7 @@ import yaml
 from runtime.exceptions import TemplateRenderError
 from runtime.importers._source import normalise_name
 from runtime.importers.report import ImportReport, Outcome
-from runtime.repo import _markdown, load_repo
+from runtime.repo import _markdown, _yaml, load_repo
 from runtime.repo.bundle import MAIN_AGENT
 from runtime.repo.registry import CALL_SUBAGENT, LOAD_SKILL
 from runtime.repo.scaffold import init_repo
@@ -164,8 +164,8 @@ def _skill_name(document: _markdown.Document) -> str:
     if headings and headings[0].level == 1 and headings[0].title.lower().startswith("skill:"):
         return headings[0].title.split(":", 1)[1].strip()
     try:
-        front = yaml.safe_load(document.frontmatter or "") or {}
-    except yaml.YAMLError:
+        front = _yaml.load(document.frontmatter or "") or {}
+    except _yaml.YamlError:
         return ""
     name = front.get("name") if isinstance(front, dict) else None
     return str(name) if name else ""
