@@ -28,20 +28,17 @@ from typing import Any
 import re2
 from jsonschema import Draft202012Validator, SchemaError, validators
 from jsonschema.exceptions import ValidationError
-from referencing import Registry, Resource
-from referencing.exceptions import NoSuchResource, Unresolvable
+from referencing import Registry
+from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 MAX_PATTERN_CHARS = 1_000
 _REFERENCES = ("$ref", "$dynamicRef")
 
 
-def _retrieve_nothing(uri: str) -> Resource:
-    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
-
-
-LOCAL_ONLY: Registry[Any] = Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
-"""A registry that knows no resource and retrieves none: references stay in the schema."""
+LOCAL_ONLY: Registry[Any] = Registry()
+"""A registry that knows no resource and retrieves none (jsonschema's default registry
+fetches any URI a `$ref` names): references stay in the schema."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -128,9 +125,8 @@ def schema_problem(schema: Any, *, metaschema: bool = True) -> str | None:
     if "unevaluatedProperties" in names and "patternProperties" in names:
         # jsonschema matches patternProperties for unevaluatedProperties with Python's re.
         return "it combines unevaluatedProperties with patternProperties, which is not supported"
-    resolver = LOCAL_ONLY.resolver_with_root(
-        Resource.from_contents(dict(schema), default_specification=DRAFT202012)
-    )
+    # As 2020-12 whatever its `$schema` says: an unknown dialect must not fail the listing.
+    resolver = LOCAL_ONLY.resolver_with_root(DRAFT202012.create_resource(dict(schema)))
     for keyword, value in found:
         if keyword in _REFERENCES:
             problem = _reference_problem(resolver, keyword, value)

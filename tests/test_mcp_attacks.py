@@ -204,3 +204,13 @@ def test_a_schema_that_cannot_be_applied_is_an_argument_error_naming_the_tool() 
     remote = {"type": "object", "properties": {"x": {"$ref": "http://127.0.0.1:1/s.json"}}}
     [problem] = Tool("h__remote", "", remote, handler).argument_errors({"x": 1})
     assert "h__remote" in problem
+
+
+def test_a_schema_naming_an_unknown_dialect_or_fetching_through_its_id_is_refused() -> None:
+    from runtime._jsonschema import schema_problem
+
+    unknown = {"$schema": "http://127.0.0.1:1/dialect", "type": "object"}
+    assert schema_problem(unknown) is None  # checked as 2020-12, nothing fetched
+    relative = {"$id": "http://127.0.0.1:1/base/", "type": "object",
+                "properties": {"x": {"$ref": "other.json"}}}  # fmt: skip
+    assert "only local references" in (schema_problem(relative) or "")
