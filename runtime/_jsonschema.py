@@ -29,7 +29,6 @@ import re2
 from jsonschema import Draft202012Validator, SchemaError, validators
 from jsonschema.exceptions import ValidationError
 from referencing import Registry
-from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 MAX_PATTERN_CHARS = 1_000
@@ -149,7 +148,7 @@ def _reference_problem(resolver: Any, keyword: str, value: Any) -> str | None:
         )
     try:
         resolver.lookup(value)
-    except Unresolvable:
+    except Exception:  # Unresolvable, or a fragment no JSON pointer can be made of
         return f"its {keyword} {value!r} does not resolve within the schema"
     return None
 
@@ -209,8 +208,11 @@ def argument_check(schema: Mapping[str, Any], tool: str) -> ArgumentCheck:
                 f"{'/'.join(map(str, error.absolute_path)) or 'arguments'}: {error.message}"
                 for error in validator.iter_errors(arguments)
             ]
-        except (Unresolvable, re2.error, RecursionError) as error:
-            return [f"the inputSchema of tool {tool!r} cannot be applied: {error}"]
+        # A schema is outside input: whatever it makes the validator do, the call gets an
+        # error result that says so, and the turn goes on.
+        except Exception as error:
+            why = f"{type(error).__name__}: {error}"
+            return [f"the inputSchema of tool {tool!r} cannot be applied: {why}"]
 
     return check
 

@@ -363,7 +363,7 @@ def _check_prefixes(report: Report, servers: Mapping[str, McpServerDefinition]) 
                 report.error(
                     servers[name].file,
                     f"MCP servers {other!r} and {name!r} could give two tools one name: "
-                    f"{name!r}'s tools are `{prefix}<tool>`, which {other!r}'s tools "
-                    f"`{theirs}<tool>` include; rename one",
+                    f"every tool of {name!r} is named `{prefix}<tool>`, a name a tool of "
+                    f"{other!r} (`{theirs}<tool>`) can have too; rename one",
                 )
                 break

@@ -16,7 +16,6 @@ from runtime.outside.rest import (
     Connections,
     Refused,
     needs_confirmation,
-    path_problem,
 )
 from runtime.repo.bundle import Bundle
 from runtime.repo.registry import REQUEST
@@ -53,9 +52,7 @@ def request_tool(bundle: Bundle, surface: Surface, connections: Connections) -> 
         method, path = arguments["method"], arguments["path"]
         if arguments["intent"] == "read" and method not in READ_METHODS:
             return False
-        return path_problem(path) is None and needs_confirmation(
-            granted[arguments["connection"]], method, path
-        )
+        return needs_confirmation(granted[arguments["connection"]], method, path)
 
     scalar = {"type": ["string", "number", "boolean"]}
     return Tool(
