@@ -6,10 +6,14 @@ Loaded as a pytest plugin by tests/conftest.py. The `http_api` fixture is a star
 - `GET /items`, `GET /items/{id}`: a small JSON catalogue;
 - `POST /items/{id}/holds`: records a hold (a write endpoint), answers 201;
 - `GET /echo`: the request's headers and query as JSON (an API that echoes secrets);
-- `GET /redirect?to=PATH`: 302 to PATH on the same origin;
+- `GET /redirect?to=PATH[&status=N]`: a redirect (302, or N) to PATH on the same origin;
+- `GET /url`: the request's raw path and query, as text (an API that echoes its URL);
+- `GET /padded?before=N`: N bytes of text, then the request's Authorization header;
 - `GET /away?port=N`: 302 to the same path on another port (another origin);
 - `GET /big?bytes=N`: N bytes of text; `GET /slow?seconds=S`: answers after S seconds;
 - `GET /text`: plain text; `GET /missing`: 404 with a JSON error.
+
+Every route answers under `/v1` too (`/v1/items`), for connections with a base path.
 """
 
 from __future__ import annotations
@@ -72,8 +76,8 @@ def _handler(api: LoopbackApi) -> type[BaseHTTPRequestHandler]:
             if self.command != "HEAD":
                 self.wfile.write(data)
 
-        def _redirect(self, location: str) -> None:
-            self.send_response(302)
+        def _redirect(self, location: str, status: int = 302) -> None:
+            self.send_response(status)
             self.send_header("Location", location)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -86,8 +90,9 @@ def _handler(api: LoopbackApi) -> type[BaseHTTPRequestHandler]:
             api.requests.append(
                 Seen(self.command, parts.path, query, dict(self.headers.items()), body)
             )
-            segments = [s for s in parts.path.split("/") if s]
-            if parts.path == "/items":
+            path = parts.path.removeprefix("/v1")  # the same API under a base path
+            segments = [s for s in path.split("/") if s]
+            if path == "/items":
                 self._answer(200, {"items": list(ITEMS.values())})
             elif len(segments) == 2 and segments[0] == "items":
                 item = ITEMS.get(segments[1])
@@ -95,21 +100,26 @@ def _handler(api: LoopbackApi) -> type[BaseHTTPRequestHandler]:
             elif len(segments) == 3 and segments[::2] == ["items", "holds"]:
                 api.holds.append({"item": segments[1], "body": json.loads(body or b"null")})
                 self._answer(201, {"held": segments[1]})
-            elif parts.path == "/echo":
+            elif path == "/echo":
                 self._answer(200, {"headers": dict(self.headers.items()), "query": query})
-            elif parts.path == "/redirect":
-                self._redirect(query["to"][0])
-            elif parts.path == "/away":
+            elif path == "/redirect":
+                self._redirect(query["to"][0], int(query.get("status", ["302"])[0]))
+            elif path == "/url":
+                self._answer(200, self.path, "text/plain")
+            elif path == "/padded":
+                padding = "x" * int(query["before"][0])
+                self._answer(200, padding + self.headers.get("Authorization", ""), "text/plain")
+            elif path == "/away":
                 self._redirect(f"http://127.0.0.1:{query['port'][0]}/echo")
-            elif parts.path == "/big":
+            elif path == "/big":
                 self._answer(200, "x" * int(query["bytes"][0]), "text/plain")
-            elif parts.path == "/slow":
+            elif path == "/slow":
                 time.sleep(float(query["seconds"][0]))
                 self._answer(200, {"slow": True})
-            elif parts.path == "/text":
+            elif path == "/text":
                 self._answer(200, "plain words", "text/plain; charset=utf-8")
             else:
-                self._answer(404, {"error": f"nothing at {parts.path}"})
+                self._answer(404, {"error": f"nothing at {path}"})
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 

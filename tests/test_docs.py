@@ -53,3 +53,13 @@ def test_a_python_example_of_the_docs_runs(
 
 def test_the_pages_have_examples() -> None:
     assert {page for page, _, _ in blocks()} == set(RUNNABLE)
+
+
+def test_security_md_names_the_owner_the_operators_sessions_really_have() -> None:
+    from runtime.surface.caller import OPERATOR_OWNER, Caller
+
+    text = (PROJECT_ROOT / "docs/security.md").read_text(encoding="utf-8")
+    section = text.split("## 3. ", 1)[1].split("\n## ", 1)[0]
+    assert Caller(operator=True).owner == OPERATOR_OWNER
+    assert f"owned by `{OPERATOR_OWNER!r}`".replace("'", '"') in section
+    assert "@operator`)," not in section and "owner `@operator`" not in section

@@ -203,7 +203,7 @@ async def test_a_changed_tool_list_reaches_the_agent_on_its_next_turn(
     rt: Runtime = lab.runtime
     scripted_model.enqueue(tool_call("desk__grow", {}), reply("grown"))
     first = await lab.chat("grow")
-    await wait_for(lambda: "desk__extra" in rt.mcp.snapshot().tools, 10)
+    await wait_for(lambda: rt.mcp.snapshot().tool("desk", "desk__extra") is not None, 10)
     scripted_model.enqueue(tool_call("desk__extra", {"text": "x"}), reply("used it"))
     second = await lab.chat("use it", session_id=done(first).session_id)
     assert results(second)["desk__extra"].result == {"result": "extra x"}
@@ -328,7 +328,8 @@ async def test_http_and_sse_servers_on_loopback(
                   "headers": {"X-Desk": "hello"}}  # fmt: skip
         lab = await harness_for(make_repo(repo_files({"desk": server})))
         assert lab.runtime.mcp.snapshot().servers["desk"].status == "ready"
-        assert sorted(lab.runtime.mcp.snapshot().tools) == ["desk__add", "desk__shout"]
+        desk = lab.runtime.mcp.snapshot().servers["desk"]
+        assert [tool.tool_name for tool in desk.tools] == ["desk__add", "desk__shout"]
         scripted_model.enqueue(tool_call("desk__add", {"a": 20, "b": 22}), reply("42"))
         streamed = await lab.chat("add")
         assert results(streamed)["desk__add"].result == {"result": 42}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from runtime.importers._source import SourceError, read_markdown
+from runtime.importers._source import SourceError, inside, read_markdown
 from runtime.importers.report import Outcome
 from runtime.importers.writer import Drafts, SkillDraft
 from runtime.repo.skills import MAX_SUPPORTING_FILE_BYTES
@@ -18,10 +18,11 @@ MapTools = Callable[[list[str], list[str]], list[str]]
 """(source tool names, warnings to add to) -> runtime tool names."""
 
 
-def read_skill(path: Path, source: Path, drafts: Drafts, map_tools: MapTools) -> None:
-    relative = path.relative_to(source).as_posix()
+def read_skill(path: Path, tree: Path, drafts: Drafts, map_tools: MapTools) -> None:
+    """The skill of `path` (a SKILL.md in `tree`, the source being imported)."""
+    relative = path.relative_to(tree).as_posix()
     try:
-        document = read_markdown(path)
+        document = read_markdown(path, tree)
     except SourceError as error:
         drafts.skipped.append(Outcome("skill", relative, None, reason=str(error)))
         return
@@ -30,6 +31,7 @@ def read_skill(path: Path, source: Path, drafts: Drafts, map_tools: MapTools) ->
         f"frontmatter: not valid YAML (an unquoted ': ' in `{key}`); read with the value quoted"
         for key in document.repaired
     ]
+    warnings += document.changes
     name = str(front.get("name") or path.parent.name).strip()
     description = front.get("description")
     if not isinstance(description, str) or not description.strip():
@@ -51,7 +53,7 @@ def read_skill(path: Path, source: Path, drafts: Drafts, map_tools: MapTools) ->
             comments.append(f"{key}: {value}")
         else:
             warnings.append(f"{key}: not a skill field here; left out")
-    files = _supporting_files(path.parent, warnings)
+    files = _supporting_files(path.parent, tree, warnings)
     drafts.skills.append(
         SkillDraft(
             source=relative,
@@ -67,13 +69,16 @@ def read_skill(path: Path, source: Path, drafts: Drafts, map_tools: MapTools) ->
     )
 
 
-def _supporting_files(folder: Path, warnings: list[str]) -> dict[str, bytes]:
+def _supporting_files(folder: Path, tree: Path, warnings: list[str]) -> dict[str, bytes]:
     files = {}
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder).as_posix()
-        if relative == "SKILL.md" or not path.is_file() or path.is_symlink():
+        if relative == "SKILL.md" or not path.is_file():
             continue
         if any(part.startswith(".") or part == "__pycache__" for part in relative.split("/")):
+            continue
+        if path.is_symlink() or not inside(path, tree):
+            warnings.append(f"{relative}: a symbolic link, or outside the source tree; not read")
             continue
         data = path.read_bytes()
         if len(data) > MAX_SUPPORTING_FILE_BYTES:
@@ -84,9 +89,14 @@ def _supporting_files(folder: Path, warnings: list[str]) -> dict[str, bytes]:
         except UnicodeDecodeError:
             warnings.append(f"{relative}: not text, and load_skill serves text only; left out")
             continue
-        if path.suffix in _SCRIPTS:
+        if _is_script(path, data):
             warnings.append(
                 f"{relative}: copied for reading; the runtime does not run skill scripts"
             )
         files[relative] = data
     return files
+
+
+def _is_script(path: Path, data: bytes) -> bool:
+    """A script by its extension, its `#!` line or its executable bit (`scripts/review`)."""
+    return path.suffix in _SCRIPTS or data.startswith(b"#!") or bool(path.stat().st_mode & 0o111)

@@ -106,11 +106,12 @@ def read_claude_code(
     """Drafts of every agent and skill under `source`, leaving out the folder `exclude`
     (the repo being imported into, when it lies inside the source)."""
     drafts = Drafts()
+    tree = source if source.is_dir() else source.parent
     for path in outside(agent_files(source), exclude):
-        _read_agent(path, source, drafts, mcp_servers)
+        _read_agent(path, tree, drafts, mcp_servers)
     skills = skill_files(source) if source.is_dir() else []
     for path in outside(skills, exclude):
-        read_skill(path, source, drafts, _skill_tools)
+        read_skill(path, tree, drafts, _skill_tools)
     if any(draft.inherits_tools for draft in drafts.agents):
         drafts.notes.append(_INHERIT_NOTE)
     return drafts
@@ -134,10 +135,14 @@ def agent_files(source: Path) -> list[Path]:
     return sorted({path for folder in folders for path in markdown_files(folder)})
 
 
-def _read_agent(path: Path, source: Path, drafts: Drafts, mcp_servers: frozenset[str]) -> None:
-    relative = path.relative_to(source).as_posix() if path != source else path.name
+def _read_agent(path: Path, tree: Path, drafts: Drafts, mcp_servers: frozenset[str]) -> None:
+    relative = path.relative_to(tree).as_posix()
+    if path.suffix != ".md":
+        reason = "not an agent: Claude Code agents are Markdown files (`*.md`)"
+        drafts.skipped.append(Outcome("agent", relative, None, reason=reason))
+        return
     try:
-        document = read_markdown(path)
+        document = read_markdown(path, tree)
     except SourceError as error:
         drafts.skipped.append(Outcome("agent", relative, None, reason=str(error)))
         return
@@ -164,6 +169,7 @@ def _read_agent(path: Path, source: Path, drafts: Drafts, mcp_servers: frozenset
         f"frontmatter: not valid YAML (an unquoted ': ' in `{key}`); read with the value quoted"
         for key in document.repaired
     ]
+    warnings += document.changes
     name = front.get("name")
     if not isinstance(name, str) or not name.strip():
         warnings.append("name: missing; the agent is named after its file")

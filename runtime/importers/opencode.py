@@ -20,6 +20,7 @@ from runtime.importers._source import (
     SourceError,
     folders_named,
     markdown_files,
+    normalised,
     outside,
     read_jsonc,
     read_markdown,
@@ -58,7 +59,12 @@ NO_EQUIVALENT: dict[str, str] = {
     "external_directory": "the file tools never reach outside the file-tool root",
 }
 _KNOWN = frozenset({*PERMISSIONS.values(), *_EDIT_TOOLS, "task", "skill", "question"})
-_QUIET = frozenset({"doom_loop", "question", "plan_enter", "plan_exit"})
+WITHOUT_TOOL: dict[str, str] = {
+    "doom_loop": "no loop detection; the run's maxToolCalls budget bounds a loop instead",
+    "plan_enter": "no plan mode; the agent answers with its plan",
+    "plan_exit": "no plan mode; the agent answers with its plan",
+}
+"""OpenCode permissions that gate a behaviour, not a tool: set by an agent, each is reported."""
 FIELDS_WITHOUT_EQUIVALENT: dict[str, str] = {
     "top_p": "no top_p setting; modelSettings has temperature and maxTokens",
     "hidden": "every agent is listed; it stays callable by the agents that list it",
@@ -149,14 +155,30 @@ def agent_permission(entry: dict[str, Any]) -> dict[str, Any]:
     """The legacy `tools` map turned into permissions, then `permission` assigned over it
     (a key in both keeps the first one's place, as JavaScript's Object.assign does)."""
     merged: dict[str, Any] = {}
-    for tool, enabled in (entry.get("tools") or {}).items():
+    tools = entry.get("tools")
+    for tool, enabled in (tools if isinstance(tools, dict) else {}).items():
         key = "edit" if tool in _EDIT_TOOLS else str(tool)
         merged[key] = "allow" if enabled else "deny"
     permission = entry.get("permission")
     if isinstance(permission, str):
         permission = {"*": permission}
-    merged.update(permission or {})
+    merged.update(permission if isinstance(permission, dict) else {})
     return merged
+
+
+def _shape_warnings(entry: dict[str, Any]) -> list[str]:
+    """Warnings for `tools` and `permission` values OpenCode would not read (ignored)."""
+    warnings = []
+    tools = entry.get("tools")
+    if tools is not None and not isinstance(tools, dict):
+        warnings.append(
+            f"tools: {tools!r} is not a map of tool names to true or false, as OpenCode "
+            "reads it; ignored"
+        )
+    permission = entry.get("permission")
+    if permission is not None and not isinstance(permission, str | dict):
+        warnings.append(f"permission: {permission!r} is not an action or a map; ignored")
+    return warnings
 
 
 def evaluate(permission: str, pattern: str, rules: list[Rule]) -> str:
@@ -212,14 +234,18 @@ def read_opencode(
     (the repo being imported into, when it lies inside the source)."""
     drafts = Drafts()
     config, config_path = _config(source, drafts)
-    agents = _markdown_agents(source, drafts, exclude)
-    _config_agents(config, config_path, source, agents, drafts)
+    tree = source if source.is_dir() else source.parent
+    if config_path is not None and not config_path.parent.is_relative_to(tree):
+        tree = config_path.parent  # SOURCE is an agent folder and the config sits above it
+    prompts = _prompt_files(config, config_path, tree)
+    agents = _markdown_agents(source, tree, drafts, exclude, prompts)
+    _config_agents(config, config_path, source, tree, agents, drafts)
     global_rules = rules_from(config.get("permission") or config.get("permissions"), 1)
     global_rules = rules_from(agent_permission({"tools": config.get("tools")}), 1) + global_rules
     _global_notes(global_rules, config, drafts)
     skills = skill_files(source) if source.is_dir() else []
     for path in outside(skills, exclude):
-        read_skill(path, source, drafts, _skill_tools)
+        read_skill(path, tree, drafts, _skill_tools)
     skill_names = [skill.name for skill in drafts.skills]
     callable_keys = [a.key for a in agents.values() if a.entry.get("mode") != "primary"]
     servers = sorted(mcp_servers & set(config.get("mcp") or {}))
@@ -241,7 +267,7 @@ def _config(source: Path, drafts: Drafts) -> tuple[dict[str, Any], Path | None]:
             if path.is_file():
                 relative = _relative(path, source)
                 try:
-                    data = read_jsonc(path)
+                    data = read_jsonc(path, place)
                 except SourceError as error:
                     drafts.skipped.append(Outcome("agent", relative, None, reason=str(error)))
                     return {}, None
@@ -260,8 +286,20 @@ def _relative(path: Path, source: Path) -> str:
         return path.as_posix()
 
 
-def _markdown_agents(source: Path, drafts: Drafts, exclude: Path | None) -> dict[str, _Agent]:
+def _markdown_agents(
+    source: Path, tree: Path, drafts: Drafts, exclude: Path | None, prompts: set[Path]
+) -> dict[str, _Agent]:
+    """The Markdown agents where OpenCode reads them: every `*.md` under a folder named
+    `agent` or `agents` (SOURCE itself may be one), or SOURCE when it is one `.md` file.
+    Other Markdown (a README, docs, the files opencode.json takes prompts from) is not
+    an agent."""
     if source.is_file():
+        if source.name in CONFIG_NAMES:
+            return {}
+        if source.suffix != ".md":
+            reason = "not an OpenCode agent: agents are Markdown files (`*.md`) or opencode.json"
+            drafts.skipped.append(Outcome("agent", source.name, None, reason=reason))
+            return {}
         places = [(source.parent, [source])]
     else:
         folders = [
@@ -269,15 +307,15 @@ def _markdown_agents(source: Path, drafts: Drafts, exclude: Path | None) -> dict
             for folder in folders_named(source, ("agent", "agents"))
             if ".claude" not in folder.relative_to(source).parts
         ]
-        places = [(folder, markdown_files(folder)) for folder in folders] or [
-            (source, markdown_files(source))
-        ]
+        places = [(folder, markdown_files(folder)) for folder in folders]
     agents: dict[str, _Agent] = {}
     for folder, files in places:
         for path in outside(files, exclude):
+            if path.resolve() in prompts:
+                continue  # opencode.json's prompt for one of its agents
             relative = _relative(path, source)
             try:
-                document = read_markdown(path)
+                document = read_markdown(path, tree)
             except SourceError as error:
                 drafts.skipped.append(Outcome("agent", relative, None, reason=str(error)))
                 continue
@@ -287,16 +325,37 @@ def _markdown_agents(source: Path, drafts: Drafts, exclude: Path | None) -> dict
                 "value quoted"
                 for k in document.repaired
             ]
+            warnings += document.changes
             agents.setdefault(
                 key, _Agent(key, relative, document.front or {}, document.body, warnings)
             )
     return agents
 
 
+def _prompt_files(config: dict[str, Any], path: Path | None, tree: Path) -> set[Path]:
+    """The files opencode.json's agents take their prompt from (`{file:./x.md}`)."""
+    entries = config.get("agent") or {}
+    if path is None or not isinstance(entries, dict):
+        return set()
+    found = set()
+    for entry in entries.values():
+        reference = (
+            _FILE_REFERENCE.match(str(entry.get("prompt", "")).strip())
+            if isinstance(entry, dict)
+            else None
+        )
+        if reference:
+            file = (path.parent / Path(reference.group(1).strip()).expanduser()).resolve()
+            if file.is_relative_to(tree.resolve()):
+                found.add(file)
+    return found
+
+
 def _config_agents(
     config: dict[str, Any],
     path: Path | None,
     source: Path,
+    tree: Path,
     agents: dict[str, _Agent],
     drafts: Drafts,
 ) -> None:
@@ -324,18 +383,19 @@ def _config_agents(
             drafts.skipped.append(Outcome("agent", where, None, reason=reason))
             continue
         body = str(prompt)
+        changes: tuple[str, ...] = ()
         reference = _FILE_REFERENCE.match(body.strip())
         if reference:
-            file = (path.parent / Path(reference.group(1).strip()).expanduser()).resolve()
+            file = path.parent / Path(reference.group(1).strip()).expanduser()
             try:
-                body = read_text(file)
+                body, changes = normalised(read_text(file, tree))
             except SourceError as error:
                 drafts.skipped.append(
                     Outcome("agent", where, None, reason=f"prompt {reference.group(1)}: {error}")
                 )
                 continue
         agents[key] = _Agent(
-            key, where, {k: v for k, v in entry.items() if k != "prompt"}, body, []
+            key, where, {k: v for k, v in entry.items() if k != "prompt"}, body, list(changes)
         )
 
 
@@ -362,6 +422,7 @@ def _draft(
         warnings.append(f"mode: {mode!r} is not primary, subagent or all; read as all")
         mode = "all"
     own = agent_permission(entry)
+    warnings += _shape_warnings(entry)
     rules = [*DEFAULTS, *global_rules, *rules_from(own, 2)]
     if mode == "subagent" and "task" not in own:
         # OpenCode runs a subagent with task denied unless its own rules allow it.
@@ -405,12 +466,39 @@ def _map_tools(draft: AgentDraft, rules: list[Rule], own: dict[str, Any]) -> Non
         name = str(key)
         if name in NO_EQUIVALENT and access(name, rules) != "deny":
             draft.warnings.append(f"permission.{name}: {NO_EQUIVALENT[name]}")
-        elif name not in _KNOWN | _QUIET | set(NO_EQUIVALENT) and name != "*":
+        elif name in WITHOUT_TOOL:
+            draft.warnings.append(f"permission.{name}: {WITHOUT_TOOL[name]}")
+        elif re.search(r"[*?]", name):
+            _warn_wildcard(draft, name, rules)
+        elif name not in _KNOWN | set(NO_EQUIVALENT):
             if access(name, rules) != "deny":
                 draft.warnings.append(
                     f"permission.{name}: not a tool this importer maps (an MCP tool? declare "
                     "its server in amodal.json); left out"
                 )
+    if "question" in own and access("question", rules) != "allow":
+        draft.warnings.append(
+            f"permission.question: {access('question', rules)}: ask_choice is offered in "
+            "every chat of the runtime and cannot be taken away; tell the agent in its prompt "
+            "not to ask"
+        )
+
+
+def _warn_wildcard(draft: AgentDraft, key: str, rules: list[Rule]) -> None:
+    """A rule like `"*": "allow"` also allows tools that have no equivalent here: say so."""
+    allowed = sorted(
+        name for name in NO_EQUIVALENT if wildcard(name, key) and access(name, rules) != "deny"
+    )
+    if allowed:
+        draft.warnings.append(
+            f"permission.{key}: it allows {', '.join(allowed)} too, which have no equivalent "
+            "here and are left out (docs/import.md says what to use instead)"
+        )
+    elif not any(wildcard(name, key) for name in _KNOWN) and access(key, rules) != "deny":
+        draft.warnings.append(
+            f"permission.{key}: not a tool this importer maps (an MCP tool? declare its "
+            "server in amodal.json); left out"
+        )
 
 
 def _map_delegation(draft: AgentDraft, rules: list[Rule], callable_keys: list[str]) -> None:
@@ -482,6 +570,17 @@ def _global_notes(rules: list[Rule], config: dict[str, Any], drafts: Drafts) -> 
     mentioned = sorted({rule.permission for rule in rules} & set(NO_EQUIVALENT))
     for name in mentioned:
         drafts.notes.append(f"opencode.json permission.{name}: {NO_EQUIVALENT[name]}")
+    for key in sorted({r.permission for r in rules if re.search(r"[*?]", r.permission)}):
+        allowed = sorted(
+            name
+            for name in NO_EQUIVALENT
+            if wildcard(name, key) and evaluate(name, "*", list(DEFAULTS) + rules) != "deny"
+        )
+        if allowed:
+            drafts.notes.append(
+                f"opencode.json permission.{key}: it allows {', '.join(allowed)} too, which "
+                "have no equivalent here and are left out"
+            )
     servers = sorted(config.get("mcp") or {})
     if servers:
         drafts.notes.append(

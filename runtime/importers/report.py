@@ -80,7 +80,14 @@ class ImportReport:
         return counts.most_common(top)
 
     def as_json(self) -> list[dict[str, Any]]:
-        return [item.as_json() for item in self.outcomes]
+        """Every source file, then each note as a row of its own (`"kind": "note"`, the
+        text in `"note"`): what a person must still do is in the JSON too."""
+        notes: list[dict[str, Any]] = [
+            {"source": None, "agent": None, "kind": "note", "status": "note", "warnings": [],
+             "reason": None, "note": note}
+            for note in self.notes
+        ]  # fmt: skip
+        return [item.as_json() for item in self.outcomes] + notes
 
     def text(self) -> str:
         lines = []

@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 
 from runtime.exceptions import TemplateRenderError
-from runtime.importers._source import normalise_name
+from runtime.importers._source import normalise_name, unique
 from runtime.importers.report import ImportReport, Outcome
-from runtime.repo import _markdown, load_repo
+from runtime.repo import _markdown, _yaml, load_repo
 from runtime.repo.bundle import MAIN_AGENT
 from runtime.repo.registry import CALL_SUBAGENT, LOAD_SKILL
 from runtime.repo.scaffold import init_repo
@@ -126,21 +126,54 @@ def marker(format_name: str, source: str) -> str:
     return f"# amodal import {format_name}: {source}"
 
 
+@dataclass(frozen=True, slots=True)
+class _Earlier:
+    """A folder an earlier import wrote: where, for which source file, and its text."""
+
+    folder: str
+    source: str  # the source file as its marker names it
+    name: str  # a skill's name ("" for an agent)
+    body: str  # the file after its frontmatter: the prompt or the skill as written
+
+
 @dataclass
 class _Existing:
     """What the target repo holds already, and which of it an earlier import wrote."""
 
-    ours: dict[str, tuple[str, str]]  # source -> (folder, skill name) an earlier import wrote
+    ours: list[_Earlier]
     taken: set[str]  # folder names written by a person or another source
     skill_names: dict[str, str]  # lowercased -> real names of skills that are not ours
+    claimed: set[str] = field(default_factory=set)  # folders matched to a source already
 
     @property
     def used_folders(self) -> set[str]:
-        return self.taken | {folder for folder, _ in self.ours.values()}
+        return self.taken | {earlier.folder for earlier in self.ours}
+
+    def earlier(self, source: str, body: str) -> _Earlier | None:
+        """The earlier import of the file `source` (relative to SOURCE). A file is known by
+        its name and content, not by how SOURCE was written: the same path; else the one
+        earlier file whose path ends like this one (`agents/x.md` and `x.md`, the tree
+        imported from its root or from its agents folder), by content when several do."""
+        free = [e for e in self.ours if e.folder not in self.claimed]
+        same = [e for e in free if e.source == source]
+        if not same:
+            ends = [e for e in free if _same_ending(e.source, source)]
+            same = ends if len(ends) == 1 else [e for e in ends if e.body == body]
+        if len(same) != 1:
+            return None
+        self.claimed.add(same[0].folder)
+        return same[0]
+
+
+def _same_ending(one: str, other: str) -> bool:
+    """True when one path is the other with folders in front (`a/agents/x.md`, `x.md`)."""
+    a, b = one.split("/"), other.split("/")
+    shorter, longer = sorted((a, b), key=len)
+    return longer[len(longer) - len(shorter) :] == shorter
 
 
 def _scan(root: Path, folder: str, file: str, format_name: str) -> _Existing:
-    existing = _Existing({}, set(), {})
+    existing = _Existing([], set(), {})
     directory = root / folder
     for entry in sorted(directory.iterdir()) if directory.is_dir() else []:
         if not entry.is_dir():
@@ -151,7 +184,7 @@ def _scan(root: Path, folder: str, file: str, format_name: str) -> _Existing:
         found = _MARKER.search(document.frontmatter or "")
         name = _skill_name(document) if folder == "skills" and text else ""
         if found and found.group(1) == format_name:
-            existing.ours[found.group(2).strip()] = (entry.name, name)
+            existing.ours.append(_Earlier(entry.name, found.group(2).strip(), name, document.body))
         else:
             existing.taken.add(entry.name)
             if name:
@@ -164,8 +197,8 @@ def _skill_name(document: _markdown.Document) -> str:
     if headings and headings[0].level == 1 and headings[0].title.lower().startswith("skill:"):
         return headings[0].title.split(":", 1)[1].strip()
     try:
-        front = yaml.safe_load(document.frontmatter or "") or {}
-    except yaml.YAMLError:
+        front = _yaml.load(document.frontmatter or "") or {}
+    except _yaml.YamlError:
         return ""
     name = front.get("name") if isinstance(front, dict) else None
     return str(name) if name else ""
@@ -195,31 +228,35 @@ def build_plan(root: Path, format_name: str, drafts: Drafts) -> Plan:
     files: dict[str, bytes] = {}
     outcomes: list[Outcome] = list(drafts.skipped)
     skill_names = _plan_skills(root, format_name, drafts.skills, files, outcomes)
-    existing = _scan(root, "agents", "AGENT.md", format_name)
-    names: dict[str, str] = {}  # source -> agent folder
-    used = existing.used_folders | {MAIN_AGENT}
-    for draft in sorted(drafts.agents, key=lambda d: d.source):
-        base = normalise_name(draft.key)
-        earlier = existing.ours.get(draft.source)
-        name = earlier[0] if earlier else _allocate(base, used)
-        used.add(name)
-        names[draft.source] = name
-        if name != draft.key:
-            why = "taken, so renamed" if name != base else "normalised to a folder name"
-            draft.warnings.insert(0, f"name: {draft.key!r} -> {name!r} ({why})")
     prompts: dict[str, str] = {}
-    for draft in drafts.agents:
+    for draft in sorted(drafts.agents, key=lambda d: d.source):
         escaped = escape_prompt(draft.body)
-        name = names[draft.source]
+        label = f"agents/{normalise_name(draft.key)}/AGENT.md"
         if not expected_prompt(draft.body):
             reason = "the prompt is empty"
-        elif not renders_unchanged(escaped, draft.body, f"agents/{name}/AGENT.md"):
+        elif not renders_unchanged(escaped, draft.body, label):
             reason = "its prompt could not be escaped to render unchanged"
         else:
             prompts[draft.source] = escaped
             continue
         outcomes.append(Outcome("agent", draft.source, None, reason=reason))
     kept = sorted((d for d in drafts.agents if d.source in prompts), key=lambda d: d.source)
+    existing = _scan(root, "agents", "AGENT.md", format_name)
+    names: dict[str, str] = {}  # source -> agent folder
+    markers: dict[str, str] = {}  # source -> the source its marker names (kept from before)
+    used = existing.used_folders | {MAIN_AGENT}
+    for draft in kept:  # earlier imports first, so a new file never takes their folder
+        earlier = existing.earlier(draft.source, prompts[draft.source])
+        if earlier is not None:
+            names[draft.source], markers[draft.source] = earlier.folder, earlier.source
+    for draft in kept:
+        base = normalise_name(draft.key)
+        name = names.get(draft.source) or _allocate(base, used)
+        used.add(name)
+        names[draft.source] = name
+        if name != draft.key:
+            why = "taken, so renamed" if name != base else "normalised to a folder name"
+            draft.warnings.insert(0, f"name: {draft.key!r} -> {name!r} ({why})")
     by_key: dict[str, str] = {}
     for draft in kept:
         by_key.setdefault(draft.key, names[draft.source])
@@ -229,10 +266,10 @@ def build_plan(root: Path, format_name: str, drafts: Drafts) -> Plan:
         name = names[draft.source]
         config = _agent_config(draft, name, by_key, callable_names, skill_names)
         tiers.add(draft.model_tier)
-        front = f"---\n{marker(format_name, draft.source)}\n---\n"
+        front = f"---\n{marker(format_name, markers.get(draft.source, draft.source))}\n---\n"
         files[f"agents/{name}/AGENT.md"] = (front + prompts[draft.source]).encode()
         files[f"agents/{name}/agent.json"] = (json.dumps(config, indent=2) + "\n").encode()
-        outcomes.append(Outcome("agent", draft.source, name, tuple(draft.warnings)))
+        outcomes.append(Outcome("agent", draft.source, name, unique(draft.warnings)))
     return Plan(files, outcomes, list(drafts.notes), tiers)
 
 
@@ -324,13 +361,15 @@ def _plan_skills(
     name in the repo, for agents' `skills` lists."""
     existing = _scan(root, "skills", "SKILL.md", format_name)
     names = dict(existing.skill_names)
-    used_names = set(existing.skill_names.values()) | {n for _, n in existing.ours.values() if n}
+    used_names = set(existing.skill_names.values()) | {e.name for e in existing.ours if e.name}
     used_folders = existing.used_folders
-    for draft in sorted(skills, key=lambda d: d.source):
-        earlier = existing.ours.get(draft.source)
-        folder = earlier[0] if earlier else _allocate(normalise_name(draft.folder), used_folders)
+    ordered = sorted(skills, key=lambda d: d.source)
+    earlier = {d.source: existing.earlier(d.source, d.body) for d in ordered}
+    for draft in ordered:
+        before = earlier[draft.source]
+        folder = before.folder if before else _allocate(normalise_name(draft.folder), used_folders)
         used_folders.add(folder)
-        name = earlier[1] if earlier and earlier[1] else _allocate(draft.name, used_names)
+        name = before.name if before and before.name else _allocate(draft.name, used_names)
         used_names.add(name)
         if name != draft.name:
             draft.warnings.insert(0, f"name: {draft.name!r} -> {name!r} (taken, so renamed)")
@@ -338,14 +377,13 @@ def _plan_skills(
         front: dict[str, Any] = {"name": name, "description": draft.description}
         if draft.allowed_tools:
             front["allowedTools"] = draft.allowed_tools
-        header = "\n".join(
-            [marker(format_name, draft.source), *(f"# {line}" for line in draft.comments)]
-        )
+        source = before.source if before else draft.source
+        header = "\n".join([marker(format_name, source), *(f"# {line}" for line in draft.comments)])
         dumped = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=10**9)
         files[f"skills/{folder}/SKILL.md"] = f"---\n{header}\n{dumped}---\n{draft.body}".encode()
         for relative, data in draft.files.items():
             files[f"skills/{folder}/{relative}"] = data
-        outcomes.append(Outcome("skill", draft.source, name, tuple(draft.warnings)))
+        outcomes.append(Outcome("skill", draft.source, name, unique(draft.warnings)))
     return names
 
 

@@ -343,8 +343,12 @@ class OpenAIModel:
 
     def _scrub(self, text: str) -> str:
         """Remove anything secret a server or library may have echoed back."""
-        if self.endpoint.api_key:
-            text = text.replace(self.endpoint.api_key, "***")
+        key = self.endpoint.api_key
+        if key:
+            # An HTTP client's error quotes a header it refuses as a repr (`b'Bearer k\\n'`).
+            shown = {key, repr(key)[1:-1], repr(key.encode())[2:-1]}
+            for form in sorted(shown, key=len, reverse=True):
+                text = text.replace(form, "***")
         if self.endpoint.base_url != display_url(self.endpoint.base_url):
             text = text.replace(self.endpoint.base_url, self.endpoint.display_url)
         return text

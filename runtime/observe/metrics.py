@@ -10,7 +10,8 @@ are read when Prometheus scrapes.
                                                  mcp, a2a, ag_ui)
     amodal_turn_duration_seconds                 histogram
     amodal_model_call_duration_seconds{model}    histogram, by the model asked for
-    amodal_tool_calls_total{tool,status}         ok, error, denied, timeout
+    amodal_tool_calls_total{tool,status}         ok, error, denied, timeout; a name the
+                                                 run has no tool for is `(unknown)`
     amodal_tokens_total{kind}                    input, output, cached
     amodal_running_turns                         sessions with a turn running here
     amodal_reload_failures_total                 reloads that kept the last good bundle
@@ -19,6 +20,7 @@ are read when Prometheus scrapes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
@@ -37,6 +39,12 @@ from runtime.observe.hooks import (
     TurnStarted,
 )
 from runtime.outside.mcp import McpSnapshot
+
+UNKNOWN_TOOL = "(unknown)"
+"""The `tool` label of calls to a name the run has no tool for: the model writes those
+names, and each new label value would be a new time series (one of 3,000 characters was
+seen). No tool can have this name, so it never hides a real one."""
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 # Turns wait on models: seconds to minutes.
 _TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -118,7 +126,16 @@ class Metrics(RunObserver):
         self._tokens.labels("cached").inc(ended.usage.cached_tokens)
 
     def tool_call_ended(self, call: ToolCallStarted, ended: ToolCallEnded) -> None:
-        self._tools.labels(call.tool, ended.status).inc()
+        self._tools.labels(tool_label(call, ended), ended.status).inc()
+
+
+def tool_label(call: ToolCallStarted, ended: ToolCallEnded) -> str:
+    """The call's tool name, or `UNKNOWN_TOOL` when the run had no such tool: the loop
+    answers such a call with "unknown tool 'name'; ..." and runs nothing."""
+    unknown = ended.status == "error" and (ended.error or "").startswith(
+        f"unknown tool {call.tool!r}"
+    )
+    return UNKNOWN_TOOL if unknown or not _TOOL_NAME.match(call.tool) else call.tool
 
     def compacted(self, compaction: Compacted) -> None:
         self._compactions.labels(compaction.stage).inc()

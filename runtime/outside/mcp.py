@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
+from runtime._jsonschema import ArgumentCheck, argument_check, schema_problem
 from runtime.exceptions import ConfigurationError, ToolError
-from runtime.outside.secrets import scrub, scrub_text
-from runtime.repo.bundle import McpServerDefinition
+from runtime.outside.secrets import scrub, scrub_text, scrubbed, scrubbed_prefix
+from runtime.repo.bundle import DEFAULT_MAX_RESULT_BYTES, McpServerDefinition
 from runtime.repo.integrations import EXTRA_HINT, sdk_available
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class ServerState:
     error: str | None = None
     known: tuple[str, ...] = ()
     """The tool names it offered when it was last ready: what an agent lacks while it is down."""
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    """Tools it offers that are not offered to agents (`server__tool` -> why: a bad schema)."""
 
     def as_json(self) -> dict[str, Any]:
         """The `/health` shape."""
@@ -93,30 +96,38 @@ class McpSnapshot:
     """Every server's state at one moment; immutable, so a turn sees one consistent view."""
 
     servers: Mapping[str, ServerState]
-    tools: Mapping[str, McpTool]
-    """The tools of ready servers, by the name the model calls."""
     digest: str
     """A hash of everything a surface reads here: part of the surface cache's key."""
 
     @classmethod
     def of(cls, states: Iterable[ServerState]) -> McpSnapshot:
         by_name = {state.name: state for state in sorted(states, key=lambda s: s.name)}
-        tools = {
-            tool.tool_name: tool
-            for state in by_name.values()
-            if state.status == "ready"
-            for tool in state.tools
-        }
         hasher = hashlib.blake2b(digest_size=8)
         for state in by_name.values():
-            hasher.update(repr((state.name, state.status, state.error, state.known)).encode())
+            seen = (
+                state.name,
+                state.status,
+                state.error,
+                state.known,
+                sorted(state.skipped.items()),
+            )
+            hasher.update(repr(seen).encode())
             for tool in state.tools:
                 schema = json.dumps(tool.parameters, sort_keys=True, default=str)
                 hasher.update(repr((tool.tool_name, tool.description, schema)).encode())
-        return cls(MappingProxyType(by_name), MappingProxyType(tools), hasher.hexdigest())
+        return cls(MappingProxyType(by_name), hasher.hexdigest())
 
     def state(self, server: str) -> ServerState | None:
         return self.servers.get(server)
+
+    def tool(self, server: str, tool_name: str) -> McpTool | None:
+        """Tool `tool_name` (`server__tool`) of `server` when that server is ready. Tools are
+        kept per server and found by (server, name), so a name one server offers never
+        reaches another server's tool."""
+        state = self.servers.get(server)
+        if state is None or state.status != "ready":
+            return None
+        return next((tool for tool in state.tools if tool.tool_name == tool_name), None)
 
 
 NO_SERVERS = McpSnapshot.of(())
@@ -205,6 +216,8 @@ class _Server:
         self._lost = anyio.Event()
         self._loss = ""
         self._relist = anyio.Event()
+        self._outputs: dict[str, ArgumentCheck] = {}
+        self._secrets = scrubbed(definition.secrets)
 
     @property
     def name(self) -> str:
@@ -264,10 +277,11 @@ class _Server:
                     cache=None,
                 )
                 await stack.enter_async_context(client)
-                tools = await self._list(client)
+                client.session.validate_tool_result = self._check_output  # type: ignore[method-assign]
+                tools, skipped = await self._list(client)
                 start.deadline = math.inf
                 self.client = client
-                self._set(ServerState(self.name, "ready", tools, None, _names(tools)))
+                self._set(ServerState(self.name, "ready", tools, None, _names(tools), skipped))
                 logger.info(
                     "mcp_server_ready",
                     extra={"event": "mcp_server_ready", "server": self.name, "tools": len(tools)},
@@ -318,9 +332,11 @@ class _Server:
         )
         return _Watched(streamable_http_client(definition.url, http_client=http), ended)
 
-    async def _list(self, client: Client) -> tuple[McpTool, ...]:
-        from jsonschema import Draft202012Validator, SchemaError
-
+    async def _list(self, client: Client) -> tuple[tuple[McpTool, ...], dict[str, str]]:
+        """The server's tools as agents are offered them, and those skipped with why. A
+        schema is the server's word, never trusted: one whose references leave it, that
+        does not resolve, or whose patterns RE2 cannot run is a bad schema for that tool
+        alone (`runtime._jsonschema`)."""
         listed = []
         cursor: str | None = None
         for _page in range(100):  # a server whose cursor never ends cannot hang us
@@ -329,7 +345,7 @@ class _Server:
             cursor = page.next_cursor
             if not cursor:
                 break
-        tools = []
+        tools, skipped, outputs = [], {}, {}
         for tool in listed:
             name = self.definition.prefix + tool.name
             if not self.definition.offers(tool.name):
@@ -338,20 +354,42 @@ class _Server:
             if not TOOL_NAME.match(name):
                 problem = "its name is not 1-64 letters, digits, '_' or '-'"
             else:
-                try:
-                    Draft202012Validator.check_schema(tool.input_schema)
-                except SchemaError as error:
-                    problem = f"its inputSchema is not a valid JSON Schema: {error.message}"
+                problem = schema_problem(tool.input_schema)
+                if problem is not None:
+                    problem = f"its inputSchema is unusable: {problem}"
+                elif tool.output_schema is not None:
+                    problem = schema_problem(tool.output_schema)
+                    problem = f"its outputSchema is unusable: {problem}" if problem else None
             if problem is not None:
                 logger.warning(
                     "mcp_tool_skipped",
                     extra={"event": "mcp_tool_skipped", "server": self.name, "tool": tool.name,
-                           "reason": problem},
+                           "reason": self._scrub(problem)},
                 )  # fmt: skip
+                skipped[name[:200]] = self._scrub(problem)
                 continue
+            if tool.output_schema is not None:
+                outputs[tool.name] = argument_check(tool.output_schema, name)
             description = tool.description or tool.title or tool.name
             tools.append(McpTool(self.name, tool.name, name, description, tool.input_schema))
-        return tuple(sorted(tools, key=lambda t: t.tool_name))
+        self._outputs = outputs
+        return tuple(sorted(tools, key=lambda t: t.tool_name)), skipped
+
+    async def _check_output(self, name: str, result: CallToolResult) -> None:
+        """The SDK's check of a result against the tool's outputSchema, done with the
+        runtime's validator: the SDK's own would run the server's patterns on Python's
+        re, on the event loop."""
+        check = self._outputs.get(name)
+        if check is None or result.is_error:
+            return
+        problems = check(result.structured_content)
+        if result.structured_content is None or problems:
+            why = "; ".join(problems) or "no structured content"
+            raise ToolError(
+                self._scrub(
+                    f"MCP tool {self.definition.prefix + name!r} broke its outputSchema: {why}"
+                )
+            )
 
     async def _refresh(self, client: Client) -> None:
         """Re-list the tools whenever the server says they changed."""
@@ -360,11 +398,11 @@ class _Server:
             self._relist = anyio.Event()
             try:
                 with anyio.fail_after(START_TIMEOUT):
-                    tools = await self._list(client)
+                    tools, skipped = await self._list(client)
             except Exception as failure:
                 self._lose(f"listing its changed tools failed: {self._describe(failure)}")
                 return
-            self._set(ServerState(self.name, "ready", tools, None, _names(tools)))
+            self._set(ServerState(self.name, "ready", tools, None, _names(tools), skipped))
             logger.info(
                 "mcp_tools_changed",
                 extra={"event": "mcp_tools_changed", "server": self.name, "tools": len(tools)},
@@ -398,7 +436,7 @@ class _Server:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError):
             self._lose("the server closed the connection")
             raise ToolError(f"MCP server {self.name!r} stopped answering") from None
-        return result_value(result, self.definition.secrets)
+        return result_value(result, self._secrets, self.definition.max_result_bytes)
 
     def _lose(self, reason: str) -> None:
         if not self._lost.is_set():
@@ -420,16 +458,21 @@ class _Server:
             text = str(failure) or f"timed out after {START_TIMEOUT:g} s"
         else:
             text = f"{type(failure).__name__}: {failure}".rstrip(": ")
-        return self._scrub(" ".join(text.split())[:500])
+        # Scrubbed before it is cut and its spaces joined: either could split a secret.
+        return " ".join(scrubbed_prefix(text, 500, self._secrets).split())
 
     def _scrub(self, text: str) -> str:
-        return scrub_text(text, self.definition.secrets)
+        return scrub_text(text, self._secrets)
 
 
-def result_value(result: CallToolResult, secrets: tuple[str, ...] = ()) -> Any:
-    """A tool result as the model reads it: `structuredContent` when present, else the text
-    joined; binary content becomes descriptors (its bytes never enter a prompt). An
-    `isError` result raises `ToolError` with its text."""
+def result_value(
+    result: CallToolResult, secrets: tuple[str, ...] = (), limit: int = DEFAULT_MAX_RESULT_BYTES
+) -> Any:
+    """A tool result as the model reads it, and as it is stored: `structuredContent` when
+    present, else the text joined; binary content becomes descriptors (its bytes never
+    enter a prompt). A result over `limit` bytes of JSON is kept as its text, scrubbed,
+    then cut, with `"truncated": true`. An `isError` result raises `ToolError` with its
+    text (cut the same way). `secrets` come from `runtime.outside.secrets.scrubbed`."""
     from mcp import types
 
     texts: list[str] = []
@@ -458,14 +501,27 @@ def result_value(result: CallToolResult, secrets: tuple[str, ...] = ()) -> Any:
             )
     text = "\n".join(texts)
     if result.is_error:
-        raise ToolError(scrub(text, secrets) or "the tool reported an error")
+        raise ToolError(_bounded(text, secrets, limit) or "the tool reported an error")
+    value: Any
     if result.structured_content is not None:
-        return scrub(result.structured_content, secrets)
-    if not parts:
-        return scrub(text, secrets)
-    value: dict[str, Any] = {"text": text} if text else {}
-    value["content"] = parts
+        value = result.structured_content
+    elif not parts:
+        value = text
+    else:
+        value = {"text": text} if text else {}
+        value["content"] = parts
+    encoded = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(encoded.encode()) > limit:
+        return {"text": _bounded(encoded, secrets, limit), "truncated": True}
     return scrub(value, secrets)
+
+
+def _bounded(text: str, secrets: tuple[str, ...], limit: int) -> str:
+    """`text` scrubbed, and cut to at most `limit` bytes without keeping part of a secret."""
+    if len(text.encode()) <= limit:
+        return scrub_text(text, secrets)
+    kept = len(text.encode()[:limit].decode("utf-8", errors="ignore"))
+    return scrubbed_prefix(text, kept, secrets)
 
 
 def _size(data: str) -> int:

@@ -33,7 +33,7 @@ def _mcp_errors(bundle: Bundle, snapshot: McpSnapshot) -> Iterator[DefinitionErr
     for entry in _tool_references(bundle):
         server = server_of(entry.name, bundle.mcp_servers)
         known = snapshot.servers.get(server) if server else None
-        if known is None or known.status != "ready" or entry.name in snapshot.tools:
+        if known is None or known.status != "ready" or snapshot.tool(known.name, entry.name):
             continue
         offered = ", ".join(tool.tool_name for tool in known.tools) or "no tools"
         yield DefinitionError(

@@ -2,35 +2,48 @@
 
 Every call is checked before a byte is sent:
 
+- the path is normalised once (`normalise_path`): escapes of unreserved characters
+  decoded (`/%61dmin` is `/admin`), everything else in one canonical spelling. The
+  rules are matched against that form and exactly that form is sent, so a server
+  cannot read a path the rules did not see;
 - the origin lock: only the origin of the connection's `baseUrl` is reachable. A
   path must be relative (`/items/7`); absolute URLs, `..` and `.` segments, `@`,
-  `\\`, `?`, `#`, control characters and encoded slashes or dots are refused,
-  and a redirect is followed only within the same origin (at most 5);
+  `\\`, `?`, `#`, `;`, control characters and encoded slashes or dots are refused;
 - the access rules of access.json (or GET and HEAD everywhere when there is
-  none), and the call's `intent` (a `read` is a GET or a HEAD);
+  none; a HEAD follows the GET rules), and the call's `intent` (a `read` is a GET
+  or a HEAD);
 - `contextInjection`: values from the caller's verified claims, never from the
   request context or the model; a caller without the claim is refused.
 
+A redirect is one more call: it is followed (at most 5) only when every rule above
+allows it as a first call (the same origin, under the base path, an allowed
+method and path that needs no approval); otherwise the result carries the
+redirect's status and location and says why it was not followed.
+
 Auth and injected values are added here and go on the wire only: results and
-error messages are scrubbed of them (`runtime.outside.secrets`), and nothing here logs
-a header or a query value. Responses are shaped for the model: the status, a
-few headers, and the body (JSON when the response is JSON), cut at
-`maxResponseBytes`.
+error messages are scrubbed of them in every form they take on the wire
+(`runtime.outside.secrets`), and nothing here logs a header or a query value.
+Responses are shaped for the model: the status, a few headers, and the body (JSON
+when the response is JSON), scrubbed, then cut at `maxResponseBytes`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import re
+import string
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import anyio
 
 from runtime.exceptions import ToolError
-from runtime.outside.secrets import scrub, scrub_text, scrubbed
+from runtime.outside.secrets import longest, scrub, scrub_text, scrubbed, scrubbed_prefix
 from runtime.repo.bundle import ConnectionDefinition, Endpoint
 
 if TYPE_CHECKING:
@@ -49,34 +62,94 @@ class Refused(Exception):
     """A call that breaks a rule: refused before anything was sent; the message says why."""
 
 
-def path_problem(path: str) -> str | None:
-    """Why `path` could reach past the connection's origin or base path, or None."""
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+# What a path may hold raw besides unreserved characters: RFC 3986's sub-delimiters and
+# ':' ('@' and ';' are refused before this applies). Anything else is percent-encoded.
+_RAW_IN_PATH = _UNRESERVED | frozenset("!$&'()*+,=:/")
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_REFUSED_IN_PATH = (
+    ("@", "'@'"),
+    ("\\", "'\\'"),
+    ("?", "'?' (put parameters in `query`)"),
+    ("#", "'#'"),
+    (";", "';' (path parameters, which some servers drop)"),
+)
+
+
+def normalise_path(path: object) -> str:
+    """`path` in the one form access rules are matched against and the call is sent with;
+    `Refused` when it could reach past the connection's origin or base path.
+
+    Every server decodes a percent-escape of an unreserved character (`/%61dmin` is
+    `/admin`), so those are decoded here, once; other escapes keep their meaning and
+    get upper-case hex; characters a path cannot hold raw (a space, non-ASCII) are
+    percent-encoded as UTF-8, as the HTTP client would send them. What is sent is
+    exactly what was matched."""
+    problem = _shape_problem(path)
+    if problem is not None:
+        raise Refused(problem)
+    assert isinstance(path, str)
+    normal = []
+    index = 0
+    while index < len(path):
+        char = path[index]
+        if char == "%":
+            escape = _ESCAPE.match(path, index)
+            if escape is None:
+                raise Refused("a '%' in a path must begin a percent-escape such as %20")
+            byte = int(escape.group(1), 16)
+            if chr(byte) in "/\\":
+                raise Refused("encoded slashes are refused in a path")
+            if byte < 32 or byte == 127:
+                raise Refused("encoded control characters are refused in a path")
+            normal.append(chr(byte) if chr(byte) in _UNRESERVED else f"%{byte:02X}")
+            index += 3
+            continue
+        normal.append(char if char in _RAW_IN_PATH else quote(char, safe=""))
+        index += 1
+    text = "".join(normal)
+    for segment in text.split("/"):
+        twice = unquote(unquote(segment))  # what a server that decodes twice would see
+        if segment in (".", "..") or twice in (".", ".."):
+            raise Refused("'.' and '..' segments are refused in a path (encoded or not)")
+        if "/" in twice or "\\" in twice:
+            raise Refused("encoded slashes are refused in a path")
+    return text
+
+
+def _shape_problem(path: object) -> str | None:
     if not isinstance(path, str) or not path.startswith("/") or path.startswith("//"):
         return "the path must start with a single '/': it is relative to the connection's base URL"
     if "://" in path:
         return "absolute URLs are refused: give a path relative to the connection's base URL"
     if any(ord(char) < 32 or ord(char) == 127 for char in path):
         return "control characters are refused in a path"
-    for char, why in (("@", "'@'"), ("\\", "'\\'"), ("?", "'?' (put parameters in `query`)"),
-                      ("#", "'#'")):  # fmt: skip
+    for char, why in _REFUSED_IN_PATH:
         if char in path:
             return f"{why} is refused in a path"
-    once = unquote(path)
-    if "/" in unquote(path.replace("/", "")) or "\\" in once:
-        return "encoded slashes are refused in a path"
-    if any(ord(char) < 32 or ord(char) == 127 for char in once):
-        return "encoded control characters are refused in a path"
-    for segment in path.split("/"):
-        decoded = unquote(unquote(segment))
-        if decoded in (".", ".."):
-            return "'.' and '..' segments are refused in a path (encoded or not)"
-        if "/" in decoded or "\\" in decoded:
-            return "encoded slashes are refused in a path"
+    return None
+
+
+def path_problem(path: object) -> str | None:
+    """Why `path` could reach past the connection's origin or base path, or None."""
+    try:
+        normalise_path(path)
+    except Refused as refusal:
+        return str(refusal)
     return None
 
 
 def _segments(path: str) -> list[str]:
     return [part for part in path.split("/") if part]
+
+
+@functools.lru_cache(maxsize=1024)
+def _literal(part: str) -> str | None:
+    """A rule's literal segment in normal form (None: no normal path has it)."""
+    try:
+        return normalise_path("/" + part).removeprefix("/")
+    except Refused:
+        return None
 
 
 def _matches(pattern: tuple[str, ...], segments: list[str]) -> bool:
@@ -87,22 +160,25 @@ def _matches(pattern: tuple[str, ...], segments: list[str]) -> bool:
             return False
         if part == "*" or (part.startswith("{") and part.endswith("}")):
             continue
-        if part != segments[index]:
+        if _literal(part) != segments[index]:
             return False
     return len(pattern) == len(segments)
 
 
 def endpoint_for(connection: ConnectionDefinition, method: str, path: str) -> Endpoint | None:
-    """The first access.json rule that matches the call, or None."""
+    """The first access.json rule that matches the call, or None. `path` is in normal form
+    (`normalise_path`); a HEAD follows the rules written for GET as well as its own."""
+    methods = {method, "GET"} if method == "HEAD" else {method}
     segments = _segments(path)
     return next(
-        (e for e in connection.endpoints if e.method == method and _matches(e.segments, segments)),
+        (e for e in connection.endpoints if e.method in methods and _matches(e.segments, segments)),
         None,
     )
 
 
 def access_problem(connection: ConnectionDefinition, method: str, path: str) -> str | None:
-    """Why the access rules refuse this call, listing what is allowed; or None."""
+    """Why the access rules refuse this call (`path` in normal form), listing what is
+    allowed; or None."""
     if endpoint_for(connection, method, path) is not None:
         return None
     if connection.default_access == "allow-read" and method in READ_METHODS:
@@ -125,7 +201,12 @@ def allowed_calls(connection: ConnectionDefinition) -> list[str]:
 
 
 def needs_confirmation(connection: ConnectionDefinition, method: str, path: str) -> bool:
-    endpoint = endpoint_for(connection, method, path)
+    """True when this call waits for a person. `path` is as the caller wrote it; one that
+    is refused needs no approval (it fails at once)."""
+    try:
+        endpoint = endpoint_for(connection, method, normalise_path(path))
+    except Refused:
+        return False
     return endpoint is not None and endpoint.confirm
 
 
@@ -162,11 +243,14 @@ class Connections:
         Raises `Refused` (nothing was sent), `ToolError` (the API could not be reached)
         or `TimeoutError`. `claims` are the caller's; None only for a call no caller makes
         (`amodal validate --online`), which sends no injected values."""
+        path = normalise_path(path)
         headers, params, secrets = self._prepare(connection, method, path, claims, query, body)
         started = time.monotonic()
         try:
             with anyio.fail_after(connection.timeout):
-                result = await self._send(connection, method, path, headers, params, body)
+                result = await self._send(
+                    _Call(connection, method, path, headers, params, body, secrets)
+                )
         except TimeoutError:
             raise TimeoutError(
                 f"connection {connection.name!r}: the API did not answer within "
@@ -175,8 +259,9 @@ class Connections:
         except (Refused, ToolError):
             raise
         except Exception as error:  # httpx's transport errors: the model reads what failed
-            text = f"connection {connection.name!r}: {type(error).__name__}: {error}"
-            raise ToolError(scrub_text(text, secrets).rstrip(": ")) from None
+            text = scrub_text(f"connection {connection.name!r}: {type(error).__name__}: {error}",
+                              secrets)  # fmt: skip
+            raise ToolError(text.rstrip(": ")) from None
         logger.debug(
             "connection_call",
             extra={"event": "connection_call", "connection": connection.name, "method": method,
@@ -194,7 +279,7 @@ class Connections:
         query: Mapping[str, Any] | None,
         body: Any,
     ) -> tuple[dict[str, str], dict[str, Any], tuple[str, ...]]:
-        problem = path_problem(path) or access_problem(connection, method, path)
+        problem = access_problem(connection, method, path)
         if problem is not None:
             raise Refused(problem)
         if body is not None and method in READ_METHODS:
@@ -224,36 +309,28 @@ class Connections:
                 params[injection.name] = value
         return headers, params, scrubbed((*connection.secrets, *injected))
 
-    async def _send(
-        self,
-        connection: ConnectionDefinition,
-        method: str,
-        path: str,
-        headers: dict[str, str],
-        params: dict[str, Any],
-        body: Any,
-    ) -> dict[str, Any]:
+    async def _send(self, call: _Call) -> dict[str, Any]:
         http = self._http()
-        url = connection.base_url + path
-        origin = _origin(connection.base_url)
-        if _origin(url) != origin:  # the checks above make this impossible; keep it so
+        connection = call.connection
+        url = connection.base_url + call.path
+        if _origin(url) != _origin(connection.base_url):  # impossible after the checks; kept
             raise Refused("the path leaves the connection's origin")
         request = http.build_request(
-            method, url, headers=headers, params=params or None,
-            json=body if body is not None else None,
+            call.method, url, headers=call.headers, params=call.params or None,
+            json=call.body if call.body is not None else None,
         )  # fmt: skip
         for _hop in range(MAX_REDIRECTS + 1):
             response = await http.send(request, stream=True)
             try:
-                following = response.next_request if response.is_redirect else None
+                if not response.is_redirect or response.next_request is None:
+                    return await _shaped(response, request.method, call)
+                following, refusal = _next_hop(connection, response.next_request)
                 if following is None:
-                    return await _shaped(response, method, connection.max_response_bytes)
-                if _origin(str(following.url)) != origin:
                     return {
                         "status": response.status_code,
                         "headers": _shown(response),
                         "body": None,
-                        "error": "a redirect to another origin was not followed",
+                        "error": refusal,
                     }
             finally:
                 await response.aclose()
@@ -261,6 +338,47 @@ class Connections:
         raise ToolError(
             f"connection {connection.name!r}: more than {MAX_REDIRECTS} redirects; stopped"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One checked call, as it goes on the wire (`path` in normal form)."""
+
+    connection: ConnectionDefinition
+    method: str
+    path: str
+    headers: dict[str, str] = field(repr=False)
+    params: dict[str, Any] = field(repr=False)
+    body: Any = field(repr=False)
+    secrets: tuple[str, ...] = field(repr=False)
+
+
+def _next_hop(
+    connection: ConnectionDefinition, following: httpx.Request
+) -> tuple[httpx.Request | None, str]:
+    """The redirect's request when every rule of a first call allows it (the origin, the
+    base path, the path's shape, access.json, no approval needed); else None and why
+    it was not followed, naming where it pointed."""
+    if _origin(str(following.url)) != _origin(connection.base_url):
+        return None, "a redirect to another origin was not followed"
+    raw_path, _, query = following.url.raw_path.decode("ascii").partition("?")
+    base = urlsplit(connection.base_url).path
+    if raw_path != base and not raw_path.startswith(base + "/"):
+        return None, f"a redirect to {raw_path} (outside the base path {base}) was not followed"
+    rest = raw_path[len(base) :] or "/"
+    method = following.method
+    try:
+        path = normalise_path(rest)
+        problem = access_problem(connection, method, path)
+    except Refused as refusal:
+        problem = str(refusal)
+    if problem is None and (endpoint := endpoint_for(connection, method, path)) is not None:
+        problem = "it needs a person's approval" if endpoint.confirm else None
+    if problem is not None:
+        return None, f"a redirect to {method} {rest} was not followed: {problem}"
+    target = (base + path + (f"?{query}" if query else "")).encode("ascii")
+    following.url = following.url.copy_with(raw_path=target)
+    return following, ""
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -274,19 +392,26 @@ def _shown(response: httpx.Response) -> dict[str, str]:
     return {name: response.headers[name] for name in SHOWN_HEADERS if name in response.headers}
 
 
-async def _shaped(response: httpx.Response, method: str, limit: int) -> dict[str, Any]:
+async def _shaped(response: httpx.Response, method: str, call: _Call) -> dict[str, Any]:
+    """The response for the model. A body over `maxResponseBytes` is cut, scrubbed first:
+    enough past the cut is read to see any secret that runs across it, and it is dropped
+    whole, so no part of one survives."""
+    limit = call.connection.max_response_bytes
+    wanted = limit + longest(call.secrets)
     data = bytearray()
-    truncated = False
     if method != "HEAD":
         async for chunk in response.aiter_bytes():
             data += chunk
-            if len(data) > limit:
-                del data[limit:]
-                truncated = True
+            if len(data) > wanted:
                 break
-    text = data.decode(response.encoding or "utf-8", errors="replace")
+    truncated = len(data) > limit
+    encoding = response.encoding or "utf-8"
+    text = data.decode(encoding, errors="replace")
     body: Any = text
-    if not truncated and "json" in response.headers.get("content-type", "").lower() and text:
+    if truncated:
+        kept = len(bytes(data[:limit]).decode(encoding, errors="ignore"))
+        body = scrubbed_prefix(text, kept, call.secrets)
+    elif "json" in response.headers.get("content-type", "").lower() and text:
         try:
             body = json.loads(text)
         except json.JSONDecodeError:
@@ -310,5 +435,6 @@ __all__ = [
     "allowed_calls",
     "endpoint_for",
     "needs_confirmation",
+    "normalise_path",
     "path_problem",
 ]

@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union, get_args, get_origin
 
-import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from runtime.exceptions import DefinitionError, DefinitionWarning
+from runtime.repo import _yaml
 from runtime.repo._positions import Path, json_lines, literal_lines, nearest_line, yaml_lines
 from runtime.repo.formats import FOREIGN_REPO_KEYS, FrontmatterConfig, RepoConfig
 
@@ -117,12 +117,10 @@ class Report:
 
     def parse_yaml(self, source: Source) -> Any:
         try:
-            return yaml.load(source.text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            line = mark.line + source.first_line if mark is not None else source.first_line
-            problem = getattr(error, "problem", None) or str(error)
-            self.error(source.path, f"invalid YAML: {problem}", line=line)
+            return _yaml.load(source.text)
+        except _yaml.YamlError as error:
+            line = source.first_line + (error.line - 1 if error.line is not None else 0)
+            self.error(source.path, f"invalid YAML: {error.problem}", line=line)
             return None
 
     def validate(

@@ -176,6 +176,10 @@ class CustomTool:
 McpTransport = Literal["stdio", "http", "sse"]
 
 
+DEFAULT_MAX_RESULT_BYTES = 1_048_576
+"""An MCP result larger than this, as JSON, is kept cut (`maxResultBytes` per server)."""
+
+
 @dataclass(frozen=True, slots=True)
 class McpServerDefinition:
     """One declared MCP server (amodal.json `mcp.servers`, or connections/<name>/ with
@@ -193,6 +197,8 @@ class McpServerDefinition:
     """The `tools` allow-list (None: every tool of the server)."""
     confirm: bool | frozenset[str]
     file: str
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    """A result larger than this (as JSON) is stored and shown cut, with `truncated`."""
     env: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
     secrets: tuple[str, ...] = dataclasses.field(default=(), repr=False)
@@ -214,11 +220,11 @@ def mcp_prefix(server: str) -> str:
 
 
 def server_of(tool: str, servers: Iterable[str]) -> str | None:
-    """The server among `servers` whose tool `tool` would be (`my_db__query` -> `my-db`)."""
-    if "__" not in tool:
-        return None
-    prefix = tool.split("__", 1)[0] + "__"
-    return next((name for name in servers if mcp_prefix(name) == prefix), None)
+    """The server among `servers` whose tool `tool` would be (`my_db__query` -> `my-db`).
+    The loader refuses servers whose prefixes could collide (one starting with another's),
+    so at most one matches; the longest prefix wins all the same."""
+    matching = [name for name in servers if tool.startswith(mcp_prefix(name))]
+    return max(matching, key=lambda name: len(mcp_prefix(name)), default=None)
 
 
 @dataclass(frozen=True, slots=True)

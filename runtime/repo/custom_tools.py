@@ -96,6 +96,8 @@ def _load_spec(reader: Reader, relative: str) -> ToolFile | None:
     from jsonschema import SchemaError
     from jsonschema.validators import validator_for
 
+    from runtime._jsonschema import schema_problem
+
     try:
         validator_for(parameters).check_schema(parameters)
     except SchemaError as error:
@@ -105,6 +107,15 @@ def _load_spec(reader: Reader, relative: str) -> ToolFile | None:
             f"`parameters` is not a valid JSON Schema: {error.message}",
             line=source.line(path),
             field=format_field(path),
+        )
+        return None
+    problem = schema_problem(parameters, metaschema=False)
+    if problem is not None:
+        report.error(
+            relative,
+            f"`parameters` cannot check arguments: {problem}",
+            line=source.line(("parameters",)),
+            field="parameters",
         )
         return None
     if parameters.get("type") != "object":

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from runtime.repo._reader import Reader
@@ -87,9 +88,10 @@ def _load_suite(
             report.error(relative, "the suite is empty: write `cases:` with at least one case")
         return None
     parsed = report.validate(SuiteFile, data, source, rename=_unquoted)
-    if parsed is None:
-        return None
     checker = _Checker(report, source, names)
+    if parsed is None:
+        _check_what_parses(checker, data)  # every problem at once, not the first kind only
+        return None
     if parsed.agent is not None:
         checker.agent(parsed.agent, ("agent",))
     cases: list[Case] = []
@@ -99,18 +101,26 @@ def _load_suite(
         if case.name in named:
             checker.fail(f"case name {case.name!r} is used twice in this suite", (*at, "name"))
         named.add(case.name)
-        agent = case.agent or parsed.agent
-        if case.agent is not None:
-            checker.agent(case.agent, (*at, "agent"))
-        elif agent is None and DEFAULT_AGENT not in names.agents:
-            checker.fail(
-                "no agent: the repo has no `default` agent, so name one with `agent:` (in the "
-                "case or the suite), or `main` for unscoped chat",
-                at,
-            )
-        checker.expectations(case.expect, (*at, "expect"))
+        checker.case(case, parsed.agent, at)
         cases.append(_case(name, relative, source, index, case, parsed))
     return Suite(name, relative, tuple(cases)) if not checker.failed else None
+
+
+def _check_what_parses(checker: _Checker, data: object) -> None:
+    """The reference checks of a suite that has schema errors, on the parts that parse:
+    the suite's agent when it is a string, and each case that is valid on its own."""
+    if not isinstance(data, dict):
+        return
+    agent = data.get("agent")
+    if isinstance(agent, str) and agent:
+        checker.agent(agent, ("agent",))
+    cases = data.get("cases")
+    for index, raw in enumerate(cases if isinstance(cases, list) else []):
+        try:
+            case = CaseFile.model_validate(raw)
+        except ValidationError:
+            continue  # its problems are reported already
+        checker.case(case, agent if isinstance(agent, str) else None, ("cases", index))
 
 
 def _case(
@@ -153,6 +163,17 @@ class _Checker:
             f"unknown {kind} {name!r}{did_you_mean(name, choices)}; {known(kind + 's', choices)}",
             path,
         )
+
+    def case(self, case: CaseFile, suite_agent: str | None, at: tuple[str | int, ...]) -> None:
+        if case.agent is not None:
+            self.agent(case.agent, (*at, "agent"))
+        elif suite_agent is None and DEFAULT_AGENT not in self.names.agents:
+            self.fail(
+                "no agent: the repo has no `default` agent, so name one with `agent:` (in the "
+                "case or the suite), or `main` for unscoped chat",
+                at,
+            )
+        self.expectations(case.expect, (*at, "expect"))
 
     def agent(self, name: str, path: tuple[str | int, ...]) -> None:
         if name == MAIN_AGENT or name in self.names.agents or self.names.is_broken(name):

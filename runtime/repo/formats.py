@@ -151,6 +151,7 @@ class McpServer(Strict):
     timeout: float = Field(default=60, gt=0, le=600)
     tools: tuple[str, ...] | None = None
     confirm: bool | tuple[str, ...] = False
+    max_result_bytes: int = Field(default=1_048_576, ge=1_024, le=104_857_600)
 
     @model_validator(mode="after")
     def _transport_fields(self) -> McpServer:
@@ -246,6 +247,22 @@ class AccessEndpoint(Strict):
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
     path: Annotated[str, StringConstraints(pattern=r"^/[^?#\s]*$")]
     confirm: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _segments(cls, path: str) -> str:
+        parts = [part for part in path.split("/") if part]
+        for index, part in enumerate(parts):
+            if part == "**" and index != len(parts) - 1:
+                raise ValueError(
+                    "`**` matches the rest of the path, so it may only be the last segment "
+                    "(`/files/**`); write `*` or `{name}` for one segment"
+                )
+            if "*" in part and part not in ("*", "**"):
+                raise ValueError(f"segment {part!r}: `*` matches a whole segment, not part of one")
+            if part in (".", ".."):
+                raise ValueError("'.' and '..' segments never match: no call path has them")
+        return path
 
 
 class AccessFile(Strict):

@@ -159,10 +159,50 @@ def _load_folder(
     _warn_extra_files(reader, folder, REST_FILES)
     rest = report.validate(ConnectionSpec, data, source)
     access, access_ok = _access(reader, name)
+    if rest is not None and not _fit_for_the_wire(report, relative, _wire_values(rest), source):
+        rest = None
     if rest is None or not access_ok:
         loaded.broken.add(name)
         return
     loaded.rest[name] = _rest(reader, name, rest, access, secrets)
+
+
+def _wire_values(spec: ConnectionSpec) -> dict[tuple[str, ...], str]:
+    """The values of a REST spec that go into a header or a query parameter, by key."""
+    auth = spec.auth
+    values: dict[tuple[str, ...], str] = {
+        ("headers", key): value.get_secret_value() for key, value in spec.headers.items()
+    }
+    if auth.token is not None:
+        values["auth", "token"] = auth.token.get_secret_value()
+    if auth.prefix is not None:
+        values["auth", "prefix"] = auth.prefix
+    return values
+
+
+def _fit_for_the_wire(
+    report: Report, file: str, values: Mapping[tuple[str, ...], str], source: Source | None = None
+) -> bool:
+    """False after reporting each value that an HTTP header cannot carry. A token read from
+    a file often ends in a line break; the HTTP client would refuse it in an error that
+    quotes the whole value, so it is refused here, naming the key and never the value."""
+    fit = True
+    for path, value in values.items():
+        bad = next(
+            (char for char in value if (ord(char) < 32 and char != "\t") or ord(char) == 127), None
+        )
+        if bad is None:
+            continue
+        fit = False
+        what = "a line break" if bad in "\r\n" else f"the control character U+{ord(bad):04X}"
+        report.error(
+            file,
+            f"the value of `{'.'.join(path)}` holds {what}, which an HTTP header cannot carry: "
+            "strip it where the value is set (a token read from a file often ends in one)",
+            line=source.line(path) if source is not None else None,
+            field=".".join(path),
+        )
+    return fit
 
 
 def _warn_extra_files(reader: Reader, folder: Path, allowed: Iterable[str]) -> None:
@@ -217,7 +257,9 @@ def _rest(
             headers[auth.header or "X-API-Key"] = f"{auth.prefix} {token}" if auth.prefix else token
     elif auth.type == "basic" and auth.password is not None:
         pair = f"{auth.username}:{auth.password.get_secret_value()}".encode()
-        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        encoded = base64.b64encode(pair).decode()
+        headers["Authorization"] = "Basic " + encoded
+        resolved = [*resolved, encoded]  # an API may echo the pair without its `Basic `
     secrets = {*resolved, token, *headers.values(), *query.values()}
     if auth.password is not None:
         secrets.add(auth.password.get_secret_value())
@@ -281,6 +323,9 @@ def _mcp_server(
             return None
     env = {key: value.get_secret_value() for key, value in server.env.items()}
     headers = {key: value.get_secret_value() for key, value in server.headers.items()}
+    wire = {(*path, "headers", key): value for key, value in headers.items()}
+    if not _fit_for_the_wire(report, file, wire):
+        return None
     confirm = server.confirm if isinstance(server.confirm, bool) else frozenset(server.confirm)
     return McpServerDefinition(
         name=name,
@@ -293,6 +338,7 @@ def _mcp_server(
         allowed=frozenset(server.tools) if server.tools is not None else None,
         confirm=confirm,
         file=file,
+        max_result_bytes=server.max_result_bytes,
         env=MappingProxyType(env),
         headers=MappingProxyType(headers),
         secrets=_secret_values({*resolved, *env.values(), *headers.values()}),
@@ -305,15 +351,19 @@ def _secret_values(values: Iterable[str]) -> tuple[str, ...]:
 
 
 def _check_prefixes(report: Report, servers: Mapping[str, McpServerDefinition]) -> None:
-    """Two servers whose tool names would share a prefix (`my-db` and `my_db`) collide."""
-    seen: dict[str, str] = {}
-    for name, server in sorted(servers.items()):
+    """Two servers collide when one's tool-name prefix starts with the other's: `my-db` and
+    `my_db` both name tools `my_db__<tool>`, and `docs__admin`'s tool `delete` and
+    `docs`'s tool `admin__delete` would both be `docs__admin__delete`."""
+    names = sorted(servers)
+    for name in names:
         prefix = mcp_prefix(name)
-        if prefix in seen:
-            report.error(
-                server.file,
-                f"MCP servers {seen[prefix]!r} and {name!r} would both name their tools "
-                f"`{prefix}<tool>`; rename one",
-            )
-        else:
-            seen[prefix] = name
+        for other in names:
+            theirs = mcp_prefix(other)
+            if other != name and prefix.startswith(theirs) and (theirs != prefix or other < name):
+                report.error(
+                    servers[name].file,
+                    f"MCP servers {other!r} and {name!r} could give two tools one name: "
+                    f"every tool of {name!r} is named `{prefix}<tool>`, a name a tool of "
+                    f"{other!r} (`{theirs}<tool>`) can have too; rename one",
+                )
+                break

@@ -1,7 +1,16 @@
-"""What every request must be before a route sees it (SPEC 12): a bounded body, and text.
+"""What every request must be before a route sees it (SPEC 12): from this site, a bounded
+body, and text.
 
 `RequestGuard` is one ASGI middleware in front of every route, so no route can
 forget a rule:
+
+- a request that changes something (any method but GET, HEAD and OPTIONS) sent
+  by a browser from another site is a 403 `cross_site`. A page the user visits can
+  make the browser POST to `http://127.0.0.1:8000/admin/reload`, and a server with
+  no auth treats every caller as the operator; the browser says where the request
+  comes from (`Sec-Fetch-Site`, else `Origin`), and only `same-origin` (or a
+  request the user made directly) passes. A client that is no browser (curl, an
+  SDK) sends neither header and is not affected;
 
 - a body larger than `limits.maxRequestBytes` is a 413, declared or chunked;
 - every string of a request is text (`runtime._text`): the path and the query,
@@ -20,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from urllib.parse import unquote_to_bytes
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -40,8 +49,12 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = int(self.limit())
         refuse = _refusal(scope)
+        refusal = cross_site_problem(scope)
+        if refusal is not None:
+            await refuse(403, "cross_site", refusal)(scope, receive, send)
+            return
+        limit = int(self.limit())
         too_large = f"request bodies are limited to {limit} bytes"
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
@@ -83,6 +96,36 @@ def _refusal(scope: Scope) -> Callable[[int, str, str], ASGIApp]:
         return shaped(status, code, message)
 
     return refuse
+
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def cross_site_problem(scope: Scope) -> str | None:
+    """Why a browser request from another site may not run here, or None. Only requests
+    that change something are checked: reading needs the response, which the browser
+    keeps from the other site."""
+    if scope["method"] in _SAFE_METHODS:
+        return None
+    headers = dict(scope.get("headers") or [])
+    site = headers.get(b"sec-fetch-site")
+    if site is not None:
+        if site in (b"same-origin", b"none"):
+            return None
+        where = f"Sec-Fetch-Site: {site.decode('latin-1')}"
+    else:
+        origin = headers.get(b"origin")
+        if origin is None:
+            return None  # not a browser's request, or one from a page of this server
+        if origin != b"null" and urlsplit(origin.decode("latin-1")).netloc.encode() == headers.get(
+            b"host"
+        ):
+            return None
+        where = f"Origin: {origin.decode('latin-1')}"
+    return (
+        f"a {scope['method']} from a page of another site ({where}) may not change anything "
+        "here; call the API from this server's own pages or from a client that is no browser"
+    )
 
 
 def url_problem(scope: Scope) -> str | None:

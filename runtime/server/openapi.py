@@ -6,8 +6,10 @@ generated from it, or a fuzzer such as schemathesis, finds no difference:
 - every route declares the errors it answers, in the one error shape
   (`ErrorBody`): 401 on every authenticated route (when auth is configured,
   with a bearer security scheme), 413 on every route with a body, 422 on
-  every route (the request guard checks every path, query and body), and the
-  403/404/409 each route lists with `answers()`;
+  every route (the request guard checks every path, query and body), 403 on
+  every route that changes something (the guard refuses such a request from a
+  browser page of another site), and the 403/404/409 each route lists with
+  `answers()`;
 - every string is declared without U+0000 (the guard refuses it anywhere), and
   object keys the same way;
 - the store routes are spelled out per store of the bundle (`/stores/notes`,
@@ -114,7 +116,8 @@ TURN: dict[int | str, dict[str, Any]] = {
 
 _WHY = {
     401: "No credential, an unknown one, or a JWT that does not verify (`unauthorized`)",
-    403: "The caller may not do this (`forbidden`)",
+    403: "The caller may not do this (`forbidden`), or a browser page of another site sent "
+    "a request that changes something (`cross_site`)",
     404: "No such agent, session, confirmation, store or document for this caller",
     409: "The session has a turn running (`session_busy`)",
     413: "The body is larger than `limits.maxRequestBytes` (`body_too_large`)",
@@ -163,8 +166,10 @@ def finish(document: dict[str, Any], bundle: Bundle, auth_required: bool) -> dic
         }
     _spell_out_stores(document["paths"], bundle)
     for operations in document["paths"].values():
-        for operation in operations.values():
+        for method, operation in operations.items():
             _finish_operation(operation, auth_required)
+            if method.upper() in ("POST", "PUT", "PATCH", "DELETE"):  # the guard's cross_site
+                operation["responses"].setdefault("403", _error(403))
     _no_nul(document)
     return document
 

@@ -37,6 +37,11 @@ from runtime.stores import purge_interval, purge_periodically
 REPO_ENV = "AMODAL_SERVE_REPO"
 RELOAD_ENV = "AMODAL_SERVE_RELOAD"
 PARENT_ENV = "AMODAL_SERVE_PARENT"  # set for worker processes: the supervisor's pid
+WORKER_HEALTHCHECK_SECONDS = 120
+"""How long uvicorn's supervisor waits for a worker to answer its health ping before it
+kills and replaces it. A new worker answers only once its interpreter has started and
+imported the runtime, which took 9-19 s on a loaded machine: with uvicorn's default of
+5 s, workers were replaced every 5 s and the server never became healthy."""
 
 
 def run_server(repo: Path, host: str, port: int, *, reload: bool, workers: int = 1) -> int:
@@ -59,6 +64,7 @@ def run_server(repo: Path, host: str, port: int, *, reload: bool, workers: int =
                 lifespan="on",
                 log_level="warning",
                 timeout_graceful_shutdown=5,
+                timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
             )
             try:
                 sock = _bind(config)

@@ -151,6 +151,8 @@ class Surface:
     unscoped: bool = False
     unavailable: tuple[Unavailable, ...] = ()
     """Granted MCP servers that are starting or failed."""
+    mcp_tools: Mapping[str, str] = field(default_factory=dict)
+    """Each granted MCP tool (`server__tool`, also in `tools`) -> the server it is called on."""
     fingerprint: str = field(default="", compare=False)
     """A hash of what was granted: a session rebuilds its resources when it changes."""
 
@@ -221,7 +223,7 @@ def _resolve_agent(
     granted = admitted("mcp", agent.mcp)
 
     tools = _with_store_tools(tools, stores, excluded)
-    tools, mcp, unavailable = _with_mcp_tools(bundle, tools, granted, servers, excluded)
+    mcp = _with_mcp_tools(bundle, tools, granted, servers, excluded)
     tools |= set(PROTOCOL_TOOLS)
     if subagents:
         tools.add(CALL_SUBAGENT)
@@ -230,9 +232,7 @@ def _resolve_agent(
     # A tool whose own entry was excluded but that another declaration grants (an
     # included skill, the protocol) is not missing: listing it would contradict `tools`.
     missing = [item for item in excluded if item.kind != "tool" or item.name not in tools]
-    return _surface(
-        agent.name, tools, skills, stores, subagents, connections, mcp, missing, unavailable
-    )
+    return _surface(agent.name, tools, skills, stores, subagents, connections, mcp, missing)
 
 
 def _exclusion_reason(
@@ -322,28 +322,41 @@ def _with_store_tools(
     return tools | allowed
 
 
+@dataclass
+class _McpGrant:
+    """What the MCP servers' state lets a surface have."""
+
+    tools: dict[str, str] = field(default_factory=dict)  # server__tool -> its server
+    ready: list[str] = field(default_factory=list)
+    unavailable: list[Unavailable] = field(default_factory=list)
+
+
 def _with_mcp_tools(
     bundle: Bundle,
     tools: set[str],
     granted: list[str],
     servers: McpSnapshot,
     excluded: list[Exclusion],
-) -> tuple[set[str], list[str], list[Unavailable]]:
+) -> _McpGrant:
     """MCP tools as the servers' state allows: every tool of a granted server that is ready,
     and each `server__tool` named on its own when its server offers it. A server that is
-    not ready is excluded with its reason, and so is every tool it would have given."""
+    not ready is excluded with its reason, and so is every tool it would have given. Each
+    tool keeps the server it came from: that server, and no other, answers its calls."""
     declared = bundle.mcp_servers
+    grant = _McpGrant()
     missing: dict[str, list[str]] = {}
     for name in sorted(tools):
         server = server_of(name, declared)
         if server is None:
             continue
+        tools.discard(name)
         state = servers.state(server)
         if state is not None and state.status == "ready":
-            if name in servers.tools:
+            if servers.tool(server, name) is not None:
+                grant.tools[name] = server
                 continue
             tool = name.removeprefix(declared[server].prefix)
-            reason = (
+            reason = state.skipped.get(name) or (
                 f"server {server!r} has no tool {tool!r}"
                 if declared[server].offers(tool)
                 else f"not in the `tools` allow-list of server {server!r}"
@@ -351,14 +364,13 @@ def _with_mcp_tools(
         else:
             reason = state.reason() if state is not None else "server not connected"
             missing.setdefault(server, []).append(name)
-        tools.discard(name)
         excluded.append(Exclusion("tool", name, reason))
-    ready = []
     for server in granted:
         state = servers.state(server)
         if state is not None and state.status == "ready":
-            ready.append(server)
-            tools |= {tool.tool_name for tool in state.tools}
+            grant.ready.append(server)
+            grant.tools.update((tool.tool_name, server) for tool in state.tools)
+            excluded.extend(Exclusion("tool", name, why) for name, why in state.skipped.items())
             continue
         reason = state.reason() if state is not None else "server not connected"
         excluded.append(Exclusion("mcp", server, reason))
@@ -367,7 +379,7 @@ def _with_mcp_tools(
             if name not in missing.get(server, []):
                 excluded.append(Exclusion("tool", name, reason))
         missing.setdefault(server, []).extend(n for n in lost if n not in missing[server])
-    unavailable = [
+    grant.unavailable = [
         Unavailable(
             server,
             servers.servers[server].status if server in servers.servers else "not connected",
@@ -375,7 +387,8 @@ def _with_mcp_tools(
         )
         for server, names in sorted(missing.items())
     ]
-    return tools, ready, unavailable
+    tools |= set(grant.tools)
+    return grant
 
 
 def _unscoped(bundle: Bundle, servers: McpSnapshot) -> Surface:
@@ -392,9 +405,7 @@ def _unscoped(bundle: Bundle, servers: McpSnapshot) -> Surface:
         tools.add(REQUEST)
     tools = _with_store_tools(tools, stores, [])
     excluded: list[Exclusion] = []
-    tools, mcp, unavailable = _with_mcp_tools(
-        bundle, tools, sorted(bundle.mcp_servers), servers, excluded
-    )
+    mcp = _with_mcp_tools(bundle, tools, sorted(bundle.mcp_servers), servers, excluded)
     return _surface(
         MAIN_AGENT,
         tools,
@@ -404,7 +415,6 @@ def _unscoped(bundle: Bundle, servers: McpSnapshot) -> Surface:
         sorted(bundle.connections),
         mcp,
         excluded,
-        unavailable,
         unscoped=True,
     )
 
@@ -416,16 +426,19 @@ def _surface(
     stores: Mapping[str, StoreMode],
     subagents: list[str],
     connections: list[str],
-    mcp: list[str],
+    mcp: _McpGrant,
     excluded: list[Exclusion],
-    unavailable: list[Unavailable],
     *,
     unscoped: bool = False,
 ) -> Surface:
     ordered_stores = dict(sorted(stores.items()))
     # A server changing state is a surface change: the agent is told what it lacks.
-    down = [(item.server, item.status, item.tools) for item in unavailable]
-    granted = repr((sorted(tools), skills, ordered_stores, subagents, connections, mcp, down))
+    down = [(item.server, item.status, item.tools) for item in mcp.unavailable]
+    from_servers = sorted(mcp.tools.items())
+    granted = repr(
+        (sorted(tools), skills, ordered_stores, subagents, connections, mcp.ready, down,
+         from_servers)
+    )  # fmt: skip
     return Surface(
         agent=agent,
         tools=frozenset(tools),
@@ -433,10 +446,11 @@ def _surface(
         stores=MappingProxyType(ordered_stores),
         subagents=tuple(subagents),
         connections=tuple(connections),
-        mcp=tuple(mcp),
+        mcp=tuple(mcp.ready),
         excluded=tuple(excluded),
         unscoped=unscoped,
-        unavailable=tuple(unavailable),
+        unavailable=tuple(mcp.unavailable),
+        mcp_tools=MappingProxyType(dict(from_servers)),
         fingerprint=hashlib.blake2b(granted.encode(), digest_size=8).hexdigest(),
     )
 

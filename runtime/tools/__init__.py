@@ -12,8 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
+from runtime._jsonschema import ArgumentCheck, argument_check
 from runtime.exceptions import ToolError
 from runtime.repo.bundle import Bundle
 from runtime.surface.resolution import Surface, SurfaceContext
@@ -57,7 +56,7 @@ class Tool:
     nests: bool = False
     """True when the tool may run specialists (`call_subagent`, a custom tool's
     `ctx.call_subagent`): the root run then streams their events while it runs."""
-    _validator: list[Draft202012Validator] = field(default_factory=list, compare=False, repr=False)
+    _check: list[ArgumentCheck] = field(default_factory=list, compare=False, repr=False)
 
     def schema(self) -> dict[str, Any]:
         """The Chat Completions `tools` entry."""
@@ -80,15 +79,14 @@ class Tool:
         return self.confirm(arguments)
 
     def argument_errors(self, arguments: object) -> list[str]:
-        """Why `arguments` do not fit the schema (empty when they do)."""
-        if not self._validator:
-            self._validator.append(Draft202012Validator(dict(self.parameters)))
+        """Why `arguments` do not fit the schema (empty when they do). Never raises: the
+        schema's references stay inside it and its patterns run on RE2
+        (`runtime._jsonschema`), and a schema that cannot be applied is one problem."""
+        if not self._check:
+            self._check.append(argument_check(self.parameters, self.name))
         if not isinstance(arguments, dict):
             return ["arguments must be a JSON object"]
-        return [
-            f"{'/'.join(map(str, error.absolute_path)) or 'arguments'}: {error.message}"
-            for error in self._validator[0].iter_errors(arguments)
-        ]
+        return self._check[0](arguments)
 
 
 def encode_result(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> str:

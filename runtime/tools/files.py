@@ -11,8 +11,9 @@ person to review and never applies it.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
+import stat
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -304,11 +305,22 @@ def _read(target: Path) -> bytes:
 
 
 def write_atomically(target: Path, data: bytes) -> None:
-    """Write through a temporary file and rename, so a reader never sees half a file."""
+    """Write through a temporary file and rename, so a reader never sees half a file. A new
+    file gets the mode any new file gets (0666 less the umask: 0644 usually, as `amodal
+    init` writes); a file written over keeps its mode."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    while True:
+        temporary = target.parent / f".{target.name}.{uuid.uuid4().hex[:12]}"
+        try:
+            # Not mkstemp: its files are 0600 whatever the umask says.
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(handle, "wb") as file:
+            with contextlib.suppress(FileNotFoundError):
+                os.fchmod(file.fileno(), stat.S_IMODE(target.stat().st_mode))
             file.write(data)
         os.replace(temporary, target)
     except BaseException:

@@ -16,7 +16,6 @@ from runtime.outside.rest import (
     Connections,
     Refused,
     needs_confirmation,
-    path_problem,
 )
 from runtime.repo.bundle import Bundle
 from runtime.repo.registry import REQUEST
@@ -53,9 +52,7 @@ def request_tool(bundle: Bundle, surface: Surface, connections: Connections) -> 
         method, path = arguments["method"], arguments["path"]
         if arguments["intent"] == "read" and method not in READ_METHODS:
             return False
-        return path_problem(path) is None and needs_confirmation(
-            granted[arguments["connection"]], method, path
-        )
+        return needs_confirmation(granted[arguments["connection"]], method, path)
 
     scalar = {"type": ["string", "number", "boolean"]}
     return Tool(
@@ -98,11 +95,12 @@ def request_tool(bundle: Bundle, surface: Surface, connections: Connections) -> 
 def mcp_tools(
     bundle: Bundle, surface: Surface, snapshot: McpSnapshot, servers: McpServers | None
 ) -> dict[str, Tool]:
-    """The MCP tools of `surface`: `server__tool` for each one its servers offer now."""
+    """The MCP tools of `surface`: `server__tool` for each one its servers offer now, each
+    found on the server the surface granted it from, and called there."""
     tools = {}
-    for name in surface.tools:
-        tool = snapshot.tools.get(name)
-        definition = bundle.mcp_servers.get(tool.server) if tool is not None else None
+    for name, server in surface.mcp_tools.items():
+        tool = snapshot.tool(server, name)
+        definition = bundle.mcp_servers.get(server)
         if tool is None or definition is None or servers is None:
             continue
         tools[name] = Tool(

@@ -54,9 +54,9 @@ def _source_body(root: Path, source: str) -> str:
 
     path = root / source.split("#", 1)[0]
     if "#agent." in source:
-        entry = read_jsonc(path)["agent"][source.split("#agent.", 1)[1]]
+        entry = read_jsonc(path, root)["agent"][source.split("#agent.", 1)[1]]
         prompt = str(entry["prompt"])
         if prompt.startswith("{file:"):
             return (path.parent / prompt[6:-1]).read_text()
         return prompt
-    return read_markdown(path).body
+    return read_markdown(path, root).body

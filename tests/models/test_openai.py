@@ -496,3 +496,17 @@ async def test_an_empty_stream_is_a_model_error_not_a_silent_empty_reply() -> No
                 pass
     thread.join(timeout=5)
     listener.close()
+
+
+async def test_a_key_ending_in_a_line_break_is_hidden_in_the_error_that_quotes_it(
+    model: ScriptedModel,
+) -> None:
+    # The HTTP client refuses the header and quotes it as a repr: `...key\\n'`.
+    broken = SECRET + "\n"
+    endpoint = ModelEndpoint("test-model", model.base_url, broken)
+    async with OpenAIModel.for_endpoint(endpoint, max_retries=1, backoff=0.01) as client:
+        with pytest.raises(ModelError) as caught:
+            await collect(client)
+    assert "connection failed" in str(caught.value)
+    assert SECRET[:8] not in str(caught.value) and SECRET[:8] not in repr(caught.value)
+    assert model.requests == []

@@ -664,7 +664,8 @@ def test_recursive_yaml_alias_in_frontmatter_is_an_error_not_a_crash(make_repo):
 
     error = only_error(load(root))
 
-    assert (error.file, error.field) == (AGENT_MD, "tools[0]")
+    assert (error.file, error.line) == (AGENT_MD, 2)
+    assert "YAML aliases (`*loop`) are not supported" in error.message
 
 
 def test_template_nested_too_deeply_is_an_error_not_a_crash(make_repo):

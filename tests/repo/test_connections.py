@@ -99,7 +99,7 @@ def test_an_mcp_server_may_be_declared_as_a_connection_folder_but_not_twice(make
     [
         ({"Desk": SERVER}, "must be 1-32 lowercase letters"),
         ({"store": SERVER}, "collide with store tools"),
-        ({"my-db": SERVER, "my_db": SERVER}, "would both name their tools `my_db__<tool>`"),
+        ({"my-db": SERVER, "my_db": SERVER}, "could give two tools one name"),
         ({"desk": {"transport": "sse"}}, "an sse server needs `url`"),
         ({"desk": {"transport": "http", "url": "https://x", "command": "y"}}, "for stdio servers"),
         ({"desk": {**SERVER, "cwd": "no-such-folder"}}, "is not a folder"),

@@ -172,3 +172,19 @@ def test_tool_json_of_null_is_an_error_not_a_silently_missing_tool(make_repo):
 
     assert (error.file, error.line) == ("tools/echo/tool.json", 1)
     assert "JSON object" in error.message
+
+
+@pytest.mark.parametrize(
+    ("property_schema", "problem"),
+    [
+        ({"$ref": "http://127.0.0.1:1/word.json"}, "only local references"),
+        ({"type": "string", "pattern": "^(?=a)"}, "cannot run on RE2"),
+    ],
+)
+def test_parameters_that_would_fetch_or_backtrack_are_an_error(make_repo, property_schema, problem):
+    parameters = {"type": "object", "properties": {"word": property_schema}}
+    root = make_repo(tool(spec={**SPEC, "parameters": parameters}))
+
+    error = only_error(load(root))
+
+    assert error.file == "tools/echo/tool.json" and problem in error.message

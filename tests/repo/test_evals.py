@@ -115,6 +115,35 @@ cases:
     assert "tools_called" in error.message  # the expected keys are listed
 
 
+def test_a_schema_error_in_one_case_hides_no_other_problem_of_the_suite(repo):
+    suite(
+        repo,
+        """\
+agent: reasearcher
+cases:
+  - name: broken
+    message: Hello
+    expect:
+      reply_contain: hello
+  - name: unknown names
+    message: Hi
+    agent: nobody
+    expect:
+      tools_called: [no_such_tool]
+      store:
+        no-such-store: {k1: {}}
+""",
+    )
+
+    errors = {e.field: e.message for e in load(repo).errors if e.file == SUITE}
+
+    assert "did you mean 'reply_contains'?" in errors["cases[0].expect.reply_contain"]
+    assert "unknown agent 'reasearcher'" in errors["agent"]
+    assert "unknown agent 'nobody'" in errors["cases[1].agent"]
+    assert "unknown tool 'no_such_tool'" in errors["cases[1].expect.tools_called[0]"]
+    assert "unknown store 'no-such-store'" in errors["cases[1].expect.store.no-such-store"]
+
+
 def test_an_unknown_key_of_a_case_is_an_error(repo):
     suite(repo, "cases:\n  - name: hi\n    mesage: Hello\n")
 

@@ -70,3 +70,19 @@ async def test_metrics_are_for_operators(
     anonymous = await api.client.get("/metrics")
     operator = await api.client.get("/metrics", headers={"Authorization": "Bearer op-token"})
     assert (user.status_code, anonymous.status_code, operator.status_code) == (403, 401, 200)
+
+
+async def test_tool_names_the_run_does_not_have_share_one_label(
+    make_repo: Callable[..., Path], api_for: Callable[..., Any], scripted_model: ScriptedModel
+) -> None:
+    api: Api = await api_for(make_repo(REPO))
+    invented = ["x" * 3000, "drop_tables", "load_knowledge\n"]
+    for name in invented:
+        scripted_model.tool_call(name, {})
+    scripted_model.tool_call("load_knowledge", {"name": "faq"}).reply("Done.")
+    await api.chat(message="hi")
+
+    got = samples((await api.client.get("/metrics")).text)
+    tools = {dict(labels)["tool"] for name, labels in got if name == "amodal_tool_calls_total"}
+    assert tools == {"(unknown)", "load_knowledge"}
+    assert got[("amodal_tool_calls_total", (("status", "error"), ("tool", "(unknown)")))] == 3

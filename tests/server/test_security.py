@@ -173,6 +173,40 @@ async def test_without_auth_every_caller_is_the_operator(
     assert (await api.client.get(f"/sessions/{session_id}")).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("headers", "refused"),
+    [
+        ({"Origin": "https://evil.example"}, True),
+        ({"Origin": "null"}, True),
+        ({"Origin": "http://amodal.test:9999"}, True),
+        ({"Sec-Fetch-Site": "cross-site"}, True),
+        ({"Sec-Fetch-Site": "same-site", "Origin": "http://amodal.test"}, True),
+        ({"Sec-Fetch-Site": "same-origin", "Origin": "http://amodal.test"}, False),
+        ({"Origin": "http://amodal.test"}, False),
+        ({}, False),
+    ],
+)
+async def test_a_browser_page_of_another_site_cannot_change_anything_without_auth(
+    make_repo: Callable[..., Path],
+    api_for: Callable[..., Any],
+    headers: dict[str, str],
+    refused: bool,
+) -> None:
+    api = await api_for(make_repo(), {"AMODAL_OPERATOR_TOKEN": ""})
+    reload = await api.client.post("/admin/reload", headers=headers)
+    chat = await api.client.post(
+        "/chat", content=b'{"message": "hi"}', headers={**headers, "Content-Type": "text/plain"}
+    )
+    if refused:
+        assert (reload.status_code, reload.json()["error"]["code"]) == (403, "cross_site")
+        assert (chat.status_code, chat.json()["error"]["code"]) == (403, "cross_site")
+    else:
+        assert reload.status_code == 200, reload.text
+        assert chat.status_code == 422  # a text/plain body is no JSON request either
+    # Reading is never refused: the browser keeps the response from the other page.
+    assert (await api.client.get("/agents", headers=headers)).status_code == 200
+
+
 def test_serve_refuses_to_bind_beyond_loopback_without_auth(
     make_repo: Callable[..., Path], serve: Callable[..., ServeProcess]
 ) -> None:
