@@ -26,7 +26,7 @@ from runtime.outside.mcp import McpServers
 from runtime.outside.rest import Connections
 from runtime.repo.bundle import Bundle
 from runtime.repo.templates import clean_context
-from runtime.storage import RunRecord, SessionRecord, Storage, StoredEvent, utc_now
+from runtime.storage import AgentRunRecord, SessionRecord, Storage, StoredEvent, utc_now
 from runtime.surface.caller import Caller, ChatRequest
 from runtime.surface.prompt import SessionPrompt
 
@@ -140,7 +140,7 @@ class ChatService:
             caller.scope_id, caller.owner, limit=limit, offset=offset
         )
 
-    async def get_runs(self, session_id: str, caller: Caller) -> list[RunRecord]:
+    async def get_runs(self, session_id: str, caller: Caller) -> list[AgentRunRecord]:
         await self._session(session_id, caller)
         return await self.storage.list_runs(session_id)
 

@@ -31,7 +31,7 @@ from runtime.exceptions import AmodalError, ModelError
 from runtime.models import ModelSettings, ToolCall
 from runtime.observe.hooks import TurnEnded, TurnStarted
 from runtime.repo.bundle import MAIN_AGENT, AgentDefinition, Bundle
-from runtime.storage import PendingConfirmation, RunRecord, SessionRecord, StoredEvent, utc_now
+from runtime.storage import AgentRunRecord, PendingConfirmation, SessionRecord, StoredEvent, utc_now
 from runtime.surface.caller import Caller
 from runtime.surface.prompt import context_prompt
 from runtime.surface.resolution import Surface, resolve
@@ -194,7 +194,7 @@ class Turn:
             pending_ids.add(self.resume.pending.call.id)
         transcript = rebuild(logged, pending_ids)
         label = " ".join((self.message or "(confirmation)").split())[:LABEL_CHARS]
-        record = RunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
+        record = AgentRunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
 
         async def prepare() -> RunSpec:
             return RunSpec(

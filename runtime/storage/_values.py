@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from runtime.storage import MAX_QUERY_LIMIT, DocumentQuery, FilterValue, JSONObject
+from runtime.storage.records import MAX_QUERY_LIMIT, DocumentQuery, FilterValue, JSONObject
 
 
 def dump(value: JSONObject, what: str) -> str:
