@@ -87,7 +87,7 @@ def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Aut
         if filter_ is not None and filter_.strip():
             try:
                 filters = json.loads(filter_)
-            except json.JSONDecodeError as error:
+            except ValueError as error:  # not JSON, or a number of more digits than Python reads
                 raise ApiError(
                     422, "invalid_query", f"filter: not valid JSON ({error}); send a JSON object"
                 ) from error
@@ -147,7 +147,7 @@ def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Aut
         key = _key(store, key)
         try:
             body = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        except ValueError as error:  # not JSON, not UTF-8, or a number Python will not read
             raise ApiError(
                 422, "invalid_request", f"body: not valid JSON ({error}); send the document"
             ) from error

@@ -30,6 +30,7 @@ from runtime.exceptions import (
     StorageError,
     UnsupportedDatabaseError,
 )
+from runtime.storage._values import INT64_MAX, INT64_MIN, number_problem
 from runtime.storage.protocols import (
     ConfirmationStorage,
     DocumentStorage,
@@ -132,6 +133,8 @@ def default_database_path(
 __all__ = [
     "DATABASE_FILE",
     "DATA_DIR_ENV",
+    "INT64_MAX",
+    "INT64_MIN",
     "MAX_QUERY_LIMIT",
     "RUN_STATUSES",
     "AgentRunRecord",
@@ -157,6 +160,7 @@ __all__ = [
     "TurnLeaseStorage",
     "UnsupportedDatabaseError",
     "default_database_path",
+    "number_problem",
     "open_storage",
     "postgresql_url",
     "sqlite_path",

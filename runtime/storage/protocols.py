@@ -196,9 +196,11 @@ class DocumentStorage(Protocol):
     """The documents of stores, keyed by (scope_id, store, key).
 
     An expired document (`expires_at` passed) is absent for every method below:
-    never read, and a put replaces it as if it were not there. Documents may not
-    hold the character U+0000 or unpaired surrogates (`ValueError`), so that both
-    backends store them exactly.
+    never read, and a put replaces it as if it were not there. So that both
+    backends store and compare documents exactly, they may not hold the character
+    U+0000 or unpaired surrogates, and their numbers are integers of 64 bits
+    (-2**63 to 2**63 - 1) or finite floats (`ValueError` naming the field); query
+    filters keep the same rule.
     """
 
     async def get_document(self, scope_id: str, store: str, key: str) -> StoreDocument | None:
@@ -209,8 +211,9 @@ class DocumentStorage(Protocol):
         self, scope_id: str, store: str, query: DocumentQuery
     ) -> DocumentPage:
         """Live documents of one store in one scope, filtered, sorted and paged (see
-        `DocumentQuery`). `ValueError` for a limit outside 1..100 or a negative offset,
-        `TypeError` for a filter value that is not a string, number, boolean or None."""
+        `DocumentQuery`). `ValueError` for a limit outside 1..100, a negative offset or
+        a number outside the rule above, `TypeError` for a filter value that is not a
+        string, number, boolean or None."""
         ...
 
     async def put_document(
