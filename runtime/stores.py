@@ -42,9 +42,9 @@ from runtime.repo.formats import StoreField
 from runtime.storage import (
     MAX_QUERY_LIMIT,
     DocumentQuery,
+    DocumentStorage,
     FilterValue,
     JSONObject,
-    Storage,
     StorageError,
     number_problem,
 )
@@ -411,7 +411,7 @@ def purge_interval(environ: Mapping[str, str]) -> float:
 
 
 async def purge_periodically(
-    storage: Storage, interval_seconds: float = PURGE_INTERVAL_SECONDS
+    storage: DocumentStorage, interval_seconds: float = PURGE_INTERVAL_SECONDS
 ) -> None:
     """Delete expired documents every `interval_seconds`, forever (cancel to stop).
 

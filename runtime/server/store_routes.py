@@ -31,7 +31,7 @@ from runtime.repo.reload import LiveBundle
 from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError
 from runtime.server.openapi import answers
-from runtime.storage import Storage, StoreDocument
+from runtime.storage import DocumentStorage, StoreDocument
 from runtime.stores import (
     check_key,
     check_query,
@@ -49,7 +49,9 @@ Scope = Annotated[
 ]
 
 
-def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Authenticator) -> None:
+def add_store_routes(
+    app: FastAPI, live: LiveBundle, storage: DocumentStorage, auth: Authenticator
+) -> None:
     """Serve `/stores` on `app`, over the newest bundle of `live` and `storage`."""
 
     def operator(authorization: str | None) -> None:
