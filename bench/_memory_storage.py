@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runtime.storage import (
+    AgentRunRecord,
     DocumentPage,
     DocumentQuery,
     FilterValue,
@@ -28,7 +29,6 @@ from runtime.storage import (
     PendingConfirmation,
     RecordExistsError,
     RecordNotFoundError,
-    RunRecord,
     RunStatus,
     SessionRecord,
     StoredEvent,
@@ -47,7 +47,7 @@ class MemoryStorage:
         self._sessions: dict[str, SessionRecord] = {}
         self._events: dict[str, list[StoredEvent]] = {}
         self._pending: dict[str, dict[str, PendingConfirmation]] = {}
-        self._runs: dict[str, RunRecord] = {}
+        self._runs: dict[str, AgentRunRecord] = {}
         self._running: dict[str, set[str]] = {}  # session -> its runs still running
         self._leases: dict[str, tuple[str, float]] = {}
         self._documents: dict[DocumentKey, StoreDocument] = {}
@@ -153,7 +153,7 @@ class MemoryStorage:
 
     # runs
 
-    async def start_run(self, record: RunRecord) -> None:
+    async def start_run(self, record: AgentRunRecord) -> None:
         if record.session_id not in self._sessions:
             raise RecordNotFoundError("session", record.session_id)
         if record.id in self._runs:
@@ -177,12 +177,12 @@ class MemoryStorage:
         )
         self._running.get(record.session_id, set()).discard(run_id)
 
-    async def list_runs(self, session_id: str) -> list[RunRecord]:
+    async def list_runs(self, session_id: str) -> list[AgentRunRecord]:
         return [r for r in self._runs.values() if r.session_id == session_id]
 
     async def interrupt_runs(
         self, session_id: str, error: str, ended_at: datetime | None = None
-    ) -> list[RunRecord]:
+    ) -> list[AgentRunRecord]:
         running = [self._runs[run_id] for run_id in self._running.pop(session_id, set())]
         for run in running:
             self._runs[run.id] = dataclasses.replace(

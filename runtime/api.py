@@ -40,7 +40,7 @@ from runtime.outside.rest import Connections
 from runtime.repo.bundle import AgentDefinition, Bundle
 from runtime.repo.reload import LiveBundle, watch
 from runtime.storage import (
-    RunRecord,
+    AgentRunRecord,
     SessionRecord,
     Storage,
     StoredEvent,
@@ -547,7 +547,7 @@ class Runtime:
         *,
         claims: Mapping[str, str] | None = None,
         operator: bool = False,
-    ) -> list[RunRecord]:
+    ) -> list[AgentRunRecord]:
         """Every run of the session (its turns and their specialists): the delegation tree."""
         return await self._chats.get_runs(session_id, _caller(claims, operator))
 

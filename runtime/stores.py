@@ -13,6 +13,10 @@ documents (SPEC 1.4, 10; docs/stores.md):
   min/max: the number of elements), `object` (with `fields`: the same rules
   one level down; without: any JSON object). min/max of other types are
   ignored. Bounds are inclusive.
+- Numbers, anywhere in a document and in a query's filters: an integer fits
+  in 64 bits (-2**63 to 2**63 - 1) and a float is finite
+  (`runtime.storage.number_problem`), so both backends match the same
+  documents; anything else is a problem naming the field.
 - The key comes from the key template (`note:{slug}`): every key field must be
   present and not null or empty. Numbers appear as written (3, 2.5), booleans
   as `true`/`false`.
@@ -38,10 +42,11 @@ from runtime.repo.formats import StoreField
 from runtime.storage import (
     MAX_QUERY_LIMIT,
     DocumentQuery,
+    DocumentStorage,
     FilterValue,
     JSONObject,
-    Storage,
     StorageError,
+    number_problem,
 )
 
 logger = logging.getLogger("amodal")
@@ -149,6 +154,7 @@ def _object(
         problems.append(f"{_where(path)}expected an object, got {_json_type(value)}")
         return value
     if fields is None:
+        _untyped_numbers(value, path, problems)
         return value
     checked: dict[str, Any] = {}
     for name, item in value.items():
@@ -182,8 +188,8 @@ def _value(spec: StoreField, value: object, path: str, problems: list[str]) -> A
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, int | float):
             problems.append(f"{where}expected a number, got {_json_type(value)}")
-        elif isinstance(value, float) and not math.isfinite(value):
-            problems.append(f"{where}{value!r} is not a JSON number")
+        elif (problem := number_problem(value)) is not None:
+            problems.append(f"{where}{problem}")
         else:
             _bounds(spec, value, "", where, problems)
         return value
@@ -204,10 +210,25 @@ def _value(spec: StoreField, value: object, path: str, problems: list[str]) -> A
             return value
         _bounds(spec, len(value), "elements", where, problems)
         if spec.item is None:
+            _untyped_numbers(value, path, problems)
             return value
         item = spec.item
         return [_value(item, element, f"{path}[{i}]", problems) for i, element in enumerate(value)]
     return _object(spec.fields, value, path, problems)
+
+
+def _untyped_numbers(value: object, path: str, problems: list[str]) -> None:
+    """The number rule (`runtime.storage.number_problem`) in a value of no declared type:
+    an object without `fields`, an array without `item`."""
+    stack: list[tuple[object, str]] = [(value, path)]
+    while stack:  # a loop, not recursion: the nesting depth is the sender's choice
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((item[name], _join(where, name)) for name in reversed(item))
+        elif isinstance(item, list):
+            stack.extend((item[i], f"{where}[{i}]") for i in reversed(range(len(item))))
+        elif (problem := number_problem(item)) is not None:
+            problems.append(f"{_where(where)}{problem}")
 
 
 def _bounds(spec: StoreField, size: float, unit: str, where: str, problems: list[str]) -> None:
@@ -276,9 +297,7 @@ def check_query(
             found: list[str] = []
             # Bounds do not apply: a value outside them simply matches nothing.
             unbounded = spec.model_copy(update={"min": None, "max": None})
-            checked[name] = _filter_number(
-                _value(unbounded, value, f"filter.{name}", found), f"filter.{name}", found
-            )
+            checked[name] = _value(unbounded, value, f"filter.{name}", found)
             problems.extend(found)
     sort_text: str | None = None
     if sort is not None and sort != "":
@@ -296,17 +315,6 @@ def check_query(
     if problems:
         raise DocumentError(store.name, "invalid query", problems)
     return DocumentQuery(checked, sort_text, size, skip)
-
-
-def _filter_number(value: Any, path: str, problems: list[str]) -> Any:
-    """An integer beyond 64 bits as the JSON number it is (a double): databases bind 64-bit
-    integers only, and compare stored JSON numbers as doubles anyway."""
-    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
-        try:
-            return float(value)
-        except OverflowError:
-            problems.append(f"`{path}`: the number is out of range")
-    return value
 
 
 def _integer(
@@ -403,7 +411,7 @@ def purge_interval(environ: Mapping[str, str]) -> float:
 
 
 async def purge_periodically(
-    storage: Storage, interval_seconds: float = PURGE_INTERVAL_SECONDS
+    storage: DocumentStorage, interval_seconds: float = PURGE_INTERVAL_SECONDS
 ) -> None:
     """Delete expired documents every `interval_seconds`, forever (cancel to stop).
 
@@ -442,7 +450,7 @@ def _json_type(value: object) -> str:
     if isinstance(value, bool):
         return f"boolean {str(value).lower()}"
     if isinstance(value, int | float):
-        return f"number {value!r}"
+        return f"number {_show(value)}"
     if isinstance(value, str):
         return f"string {_show(value)}"
     if isinstance(value, list):
@@ -453,6 +461,8 @@ def _json_type(value: object) -> str:
 
 
 def _show(value: object) -> str:
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"a {value.bit_length()}-bit integer"  # never thousands of digits
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

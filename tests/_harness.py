@@ -19,7 +19,7 @@ from runtime import events
 from runtime.api import Runtime, SessionHistory
 from runtime.events import Event
 from runtime.repo.bundle import Bundle
-from runtime.storage import RunRecord
+from runtime.storage import AgentRunRecord
 from runtime.surface.caller import Caller
 
 
@@ -58,7 +58,7 @@ class Harness:
         """The session and its log, as the operator sees it."""
         return await self.runtime.session(session_id, operator=True)
 
-    async def runs(self, session_id: str) -> list[RunRecord]:
+    async def runs(self, session_id: str) -> list[AgentRunRecord]:
         return await self.runtime.runs(session_id, operator=True)
 
 

@@ -43,7 +43,7 @@ from runtime.exceptions import (
 from runtime.models import ToolCallRequest
 from runtime.repo.bundle import Bundle
 from runtime.repo.templates import clean_context
-from runtime.storage import RunRecord, SessionRecord, StoredEvent, utc_now
+from runtime.storage import AgentRunRecord, SessionRecord, StoredEvent, utc_now
 from runtime.surface.caller import Caller, ChatRequest
 
 WAITING = ("awaiting_confirmation", "awaiting_choice")
@@ -239,7 +239,7 @@ class ChatService:
         """The session, or `SessionNotFoundError` when the caller may not see it."""
         return await self._session(session_id, caller)
 
-    async def get_runs(self, session_id: str, caller: Caller) -> list[RunRecord]:
+    async def get_runs(self, session_id: str, caller: Caller) -> list[AgentRunRecord]:
         await self._session(session_id, caller)
         return await self.storage.list_runs(session_id)
 

@@ -44,7 +44,7 @@ from runtime.outside.rest import Connections
 from runtime.repo.bundle import Bundle
 from runtime.repo.model_bindings import model_card
 from runtime.repo.registry import CALL_SUBAGENT, REQUEST
-from runtime.storage import RunRecord, RunStatus, Storage, utc_now
+from runtime.storage import AgentRunRecord, RunStatus, Storage, utc_now
 from runtime.surface.prompt import system_prompt
 from runtime.surface.resolution import Surface, SurfaceContext, resolve
 from runtime.tools import Tool, ToolContext
@@ -90,7 +90,7 @@ class RunResult:
 
 async def recorded_run(
     storage: Storage,
-    record: RunRecord,
+    record: AgentRunRecord,
     prepare: Callable[[], Awaitable[RunSpec]],
     conversation: Conversation,
     recorder: Recorder,
@@ -206,7 +206,9 @@ class TurnScope:
             self.session_id, run_id, name, depth, parent_run_id, parent_call_id, label
         )
         result = RunResult(None, Usage())
-        record = RunRecord(run_id, self.session_id, parent_run_id, depth, name, label, utc_now())
+        record = AgentRunRecord(
+            run_id, self.session_id, parent_run_id, depth, name, label, utc_now()
+        )
 
         async def prepare() -> RunSpec:
             surface = self.resolve(name, caller)

@@ -47,7 +47,7 @@ from runtime.models import ModelSettings, ToolCallRequest
 from runtime.observe.hooks import TurnEnded, TurnStarted
 from runtime.repo.bundle import MAIN_AGENT, AgentDefinition, Bundle
 from runtime.repo.model_bindings import model_card
-from runtime.storage import PendingConfirmation, RunRecord, SessionRecord, utc_now
+from runtime.storage import AgentRunRecord, PendingConfirmation, SessionRecord, utc_now
 from runtime.surface.caller import Caller, EarlierMessage
 from runtime.surface.prompt import context_prompt
 from runtime.surface.resolution import Surface, resolve
@@ -215,7 +215,7 @@ class Turn:
         pending_ids |= answering
         conversation = SessionConversation(view, pending_ids, self._compactor())
         label = " ".join((self.message or "(confirmation)").split())[:LABEL_CHARS]
-        record = RunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
+        record = AgentRunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
 
         async def prepare() -> RunSpec:
             model = await self.services.models.model(

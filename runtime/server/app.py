@@ -35,7 +35,7 @@ from runtime.server.errors import (
 from runtime.server.guard import RequestGuard
 from runtime.server.openapi import EVENTS, TURN, answers, install_openapi
 from runtime.server.store_routes import add_store_routes
-from runtime.storage import MAX_QUERY_LIMIT, RunRecord, SessionRecord
+from runtime.storage import MAX_QUERY_LIMIT, AgentRunRecord, SessionRecord
 from runtime.surface.inspection import inspect_agent
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -371,7 +371,7 @@ def _frame(event: Event) -> bytes:
     return f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n".encode()
 
 
-def run_tree(runs: list[RunRecord]) -> dict[str, Any]:
+def run_tree(runs: list[AgentRunRecord]) -> dict[str, Any]:
     """The delegation tree of a session (roots are the turns) and a roster summary."""
     nodes: dict[str, dict[str, Any]] = {}
     roots: list[dict[str, Any]] = []

@@ -31,7 +31,7 @@ from runtime.repo.reload import LiveBundle
 from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError
 from runtime.server.openapi import answers
-from runtime.storage import Storage, StoreDocument
+from runtime.storage import DocumentStorage, StoreDocument
 from runtime.stores import (
     check_key,
     check_query,
@@ -49,7 +49,9 @@ Scope = Annotated[
 ]
 
 
-def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Authenticator) -> None:
+def add_store_routes(
+    app: FastAPI, live: LiveBundle, storage: DocumentStorage, auth: Authenticator
+) -> None:
     """Serve `/stores` on `app`, over the newest bundle of `live` and `storage`."""
 
     def operator(authorization: str | None) -> None:
@@ -87,7 +89,7 @@ def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Aut
         if filter_ is not None and filter_.strip():
             try:
                 filters = json.loads(filter_)
-            except json.JSONDecodeError as error:
+            except ValueError as error:  # not JSON, or a number of more digits than Python reads
                 raise ApiError(
                     422, "invalid_query", f"filter: not valid JSON ({error}); send a JSON object"
                 ) from error
@@ -147,7 +149,7 @@ def add_store_routes(app: FastAPI, live: LiveBundle, storage: Storage, auth: Aut
         key = _key(store, key)
         try:
             body = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        except ValueError as error:  # not JSON, not UTF-8, or a number Python will not read
             raise ApiError(
                 422, "invalid_request", f"body: not valid JSON ({error}); send the document"
             ) from error

@@ -1,9 +1,9 @@
 """The tables' columns and how a row becomes a record, shared by both backends.
 
-Each backend keeps its own SQL; they agree on the columns and their order, and
-differ only in how a database hands back a time and a JSON value (SQLite: ISO
-text and JSON text; PostgreSQL: `timestamptz` and `jsonb` already decoded), which
-each passes in as a `Decoders`.
+The backends share their SQL (`_sql.py`), so they agree on the columns and their
+order; they differ only in how a database hands back a time and a JSON value
+(SQLite: ISO text and JSON text; PostgreSQL: `timestamptz` and `jsonb` already
+decoded), which each dialect gives as a `Decoders`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from runtime.storage import (
+from runtime.storage.records import (
+    AgentRunRecord,
     JSONObject,
     PendingConfirmation,
-    RunRecord,
     RunStatus,
     SessionRecord,
     StoredEvent,
@@ -78,8 +78,8 @@ class Decoders:
             created_at=self.time(row[7]),
         )
 
-    def run(self, row: Row) -> RunRecord:
-        return RunRecord(
+    def run(self, row: Row) -> AgentRunRecord:
+        return AgentRunRecord(
             id=row[0],
             session_id=row[1],
             parent_run_id=row[2],

@@ -8,7 +8,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from runtime.storage import MAX_QUERY_LIMIT, DocumentQuery, FilterValue, JSONObject
+from runtime.storage.records import MAX_QUERY_LIMIT, DocumentQuery, FilterValue, JSONObject
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""The integers a store document or a query filter may hold (see `number_problem`)."""
 
 
 def dump(value: JSONObject, what: str) -> str:
@@ -65,7 +68,8 @@ def check_document(
     """The document's JSON text; refuses what one of the backends could not store exactly.
 
     PostgreSQL's `jsonb` holds neither U+0000 nor unpaired surrogates, so both
-    backends refuse them (in keys and values alike) rather than differ.
+    backends refuse them (in keys and values alike) rather than differ; numbers
+    follow `number_problem`.
     """
     for name, value in (("scope_id", scope_id), ("store", store), ("key", key)):
         if not isinstance(value, str) or not value:
@@ -75,14 +79,42 @@ def check_document(
         check_ttl(ttl_seconds)
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
         raise ValueError(f"keep_versions must be an int of 0 or more, got {keep!r}")
-    text = dump(data, f"document {key!r}")
     _check_value(data, "document")
-    return text
+    return dump(data, f"document {key!r}")
+
+
+def number_problem(value: object) -> str | None:
+    """Why a number may not be in a store document or a query filter, or None.
+
+    Integers must fit in 64 bits and floats must be finite: PostgreSQL's jsonb
+    keeps any number exactly but SQLite's JSON reads a larger integer as a
+    double, so the two would match different documents; and a JSON number
+    beyond a double's range reads as infinity, which no JSON can hold. Never
+    echoes a long number whole.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        if INT64_MIN <= value <= INT64_MAX:
+            return None
+        shown = str(value) if value.bit_length() <= 100 else f"a {value.bit_length()}-bit integer"
+        return (
+            f"{shown} is outside the 64-bit integer range ({INT64_MIN} to {INT64_MAX}); "
+            "store a larger integer as a string, or as a float if an approximate value will do"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        # A JSON number beyond a double's range (1e400) is read as infinity.
+        return f"{value!r} is not a JSON number: numbers must be finite (within about ±1.8e308)"
+    return None
 
 
 def _check_value(value: Any, path: str) -> None:
     if isinstance(value, str):
         _check_text(value, path)
+    elif isinstance(value, int | float):
+        problem = number_problem(value)
+        if problem is not None:
+            raise ValueError(f"{path}: {problem}")
     elif isinstance(value, dict):
         for name, item in value.items():
             _check_text(name, f"{path}: field name")
@@ -124,8 +156,9 @@ def check_query(query: DocumentQuery) -> tuple[list[tuple[str, FilterValue]], st
                 f"filter {name!r}: values are strings, numbers, booleans or null, "
                 f"got {type(value).__name__}"
             )
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"filter {name!r}: {value!r} is not a JSON number")
+        problem = number_problem(value)
+        if problem is not None:
+            raise ValueError(f"filter {name!r}: {problem}")
         if isinstance(value, str):
             _check_text(value, f"filter {name!r}")
         filters.append((name, value))

@@ -11,7 +11,7 @@ from typing import Any
 
 from runtime.repo.bundle import Bundle
 from runtime.repo.registry import ASK_CHOICE, FILE_TOOLS, LOAD_KNOWLEDGE, LOAD_SKILL, STOP_EXECUTION
-from runtime.storage import Storage
+from runtime.storage import DocumentStorage
 from runtime.surface.resolution import Surface
 from runtime.tools import Tool, ToolContext, ToolError
 from runtime.tools.files import Propose, file_tools
@@ -107,7 +107,7 @@ def build_tools(
     surface: Surface,
     *,
     propose: Propose | None = None,
-    storage: Storage | None = None,
+    storage: DocumentStorage | None = None,
 ) -> dict[str, Tool]:
     """The tools of a run: exactly those of `surface` that this module builds (custom tools,
     `call_subagent`, `request` and MCP tools come from the turn, `runtime.engine.runs`). `propose`

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from runtime.outside.rest import Connections, Refused, needs_confirmation
 from runtime.repo.bundle import CustomTool, StoreDefinition, StoreMode
 from runtime.repo.registry import ASK_CHOICE, STOP_EXECUTION
-from runtime.storage import Storage
+from runtime.storage import DocumentStorage
 from runtime.tools import Tool, ToolContext, ToolError
 from runtime.tools.delegation import Specialists, delegate
 from runtime.tools.store_tools import (
@@ -43,7 +43,7 @@ class TurnPowers(Specialists, Protocol):
     (`runtime.engine.runs.TurnScope`), which also runs the specialists it calls."""
 
     @property
-    def storage(self) -> Storage: ...
+    def storage(self) -> DocumentStorage: ...
 
     @property
     def connections(self) -> Connections: ...
@@ -204,7 +204,7 @@ class StoreHandle:
     """One store as a custom tool sees it: the caller's partition, the surface's mode."""
 
     def __init__(
-        self, store: StoreDefinition, mode: StoreMode, storage: Storage, scope_id: str
+        self, store: StoreDefinition, mode: StoreMode, storage: DocumentStorage, scope_id: str
     ) -> None:
         self.name = store.name
         self.mode = mode

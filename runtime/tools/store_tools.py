@@ -22,7 +22,7 @@ from typing import Any
 
 from runtime.repo.bundle import Bundle, StoreDefinition
 from runtime.repo.registry import WRITE_OPS, StoreOp, store_ops, store_tool_name
-from runtime.storage import Storage
+from runtime.storage import DocumentStorage
 from runtime.stores import (
     SCALAR_TYPES,
     DocumentError,
@@ -39,7 +39,7 @@ from runtime.surface.resolution import Surface
 from runtime.tools import Tool, ToolContext, ToolError
 
 
-def store_tools(bundle: Bundle, surface: Surface, storage: Storage) -> dict[str, Tool]:
+def store_tools(bundle: Bundle, surface: Surface, storage: DocumentStorage) -> dict[str, Tool]:
     """The store tools of `surface`: read ops for `read`, all four for `rw` (never a write
     op of a shared store), each only if the surface grants its name."""
     tools: dict[str, Tool] = {}
@@ -56,7 +56,7 @@ def store_tools(bundle: Bundle, surface: Surface, storage: Storage) -> dict[str,
 
 
 async def get_document(
-    storage: Storage, store: StoreDefinition, scope_id: str, key: str
+    storage: DocumentStorage, store: StoreDefinition, scope_id: str, key: str
 ) -> dict[str, Any] | None:
     """The document at `key` in the caller's partition, or None."""
     document = await storage.get_document(partition(store, scope_id), store.name, key)
@@ -64,7 +64,7 @@ async def get_document(
 
 
 async def query_documents(
-    storage: Storage,
+    storage: DocumentStorage,
     store: StoreDefinition,
     scope_id: str,
     filter: Any = None,
@@ -89,7 +89,7 @@ async def query_documents(
 
 
 async def put_document(
-    storage: Storage, store: StoreDefinition, scope_id: str, document: Any
+    storage: DocumentStorage, store: StoreDefinition, scope_id: str, document: Any
 ) -> dict[str, Any]:
     """Validate and upsert; `{ok, key, version, created}` (and `expires_at` with a ttl). A
     document the schema refuses is a `ToolError` and nothing is stored."""
@@ -118,12 +118,12 @@ async def put_document(
 
 
 async def delete_document(
-    storage: Storage, store: StoreDefinition, scope_id: str, key: str
+    storage: DocumentStorage, store: StoreDefinition, scope_id: str, key: str
 ) -> bool:
     return await storage.delete_document(partition(store, scope_id), store.name, key)
 
 
-def _get(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
+def _get(bundle: Bundle, store: StoreDefinition, storage: DocumentStorage) -> Tool:
     async def get(arguments: dict[str, Any], context: ToolContext) -> Any:
         key = _key(store, arguments)
         document = await get_document(storage, store, context.caller.scope_id, key)
@@ -138,7 +138,7 @@ def _get(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
     )
 
 
-def _query(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
+def _query(bundle: Bundle, store: StoreDefinition, storage: DocumentStorage) -> Tool:
     async def query(arguments: dict[str, Any], context: ToolContext) -> Any:
         return await query_documents(
             storage,
@@ -188,7 +188,7 @@ def _query(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
     )
 
 
-def _put(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
+def _put(bundle: Bundle, store: StoreDefinition, storage: DocumentStorage) -> Tool:
     async def put(arguments: dict[str, Any], context: ToolContext) -> Any:
         return await put_document(storage, store, context.caller.scope_id, arguments)
 
@@ -206,7 +206,7 @@ def _put(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
     )
 
 
-def _delete(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
+def _delete(bundle: Bundle, store: StoreDefinition, storage: DocumentStorage) -> Tool:
     async def delete(arguments: dict[str, Any], context: ToolContext) -> Any:
         key = _key(store, arguments)
         deleted = await delete_document(storage, store, context.caller.scope_id, key)
@@ -220,7 +220,7 @@ def _delete(bundle: Bundle, store: StoreDefinition, storage: Storage) -> Tool:
     )
 
 
-_BUILDERS: dict[StoreOp, Callable[[Bundle, StoreDefinition, Storage], Tool]] = {
+_BUILDERS: dict[StoreOp, Callable[[Bundle, StoreDefinition, DocumentStorage], Tool]] = {
     "get": _get,
     "query": _query,
     "put": _put,

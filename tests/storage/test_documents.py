@@ -109,7 +109,7 @@ async def test_text_no_backend_can_keep_exactly_is_refused_and_nothing_is_stored
 
 
 async def test_a_document_that_is_not_json_is_refused(storage):
-    with pytest.raises((TypeError, ValueError), match="not JSON"):
+    with pytest.raises((TypeError, ValueError), match="not a JSON number"):
         await storage.put_document("scope-a", "notes", "n1", {"x": float("nan")})
     with pytest.raises(TypeError, match="JSON object"):
         await storage.put_document("scope-a", "notes", "n1", ["not", "an", "object"])  # type: ignore[arg-type]
@@ -149,6 +149,47 @@ async def test_query_filters_on_equality_of_every_given_field(storage):
     assert await keys(storage, filters={"score": "1"}) == ["d"]  # a string is not a number
     assert await keys(storage, filters={"done": 1}) == []  # a number is not true
     assert await keys(storage, filters={"topic": "DB"}) == []
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"n": 2**63}, "document.n"),
+        ({"n": -(2**63) - 1}, "document.n"),
+        ({"n": 10**400}, "document.n"),
+        ({"deep": {"list": [1, 2**64]}}, r"document.deep.list\[1\]"),
+    ],
+    ids=["2**63", "-2**63-1", "10**400", "nested"],
+)
+async def test_an_integer_beyond_64_bits_is_refused_naming_its_field(storage, data, field):
+    with pytest.raises(ValueError, match=rf"^{field}: .* outside the 64-bit integer range"):
+        await storage.put_document("scope-a", "notes", "n1", data)
+
+    assert await storage.get_document("scope-a", "notes", "n1") is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [2**63, -(2**63) - 1, 10**400, float("inf")],
+    ids=["2**63", "-2**63-1", "10**400", "inf"],
+)
+async def test_a_filter_number_no_document_may_hold_is_refused(storage, value):
+    with pytest.raises(ValueError, match=r"^filter 'n': .*(64-bit integer|JSON number)"):
+        await storage.query_documents("scope-a", "notes", DocumentQuery({"n": value}))
+
+
+async def test_the_64_bit_extremes_and_large_floats_are_kept_and_found_exactly(storage):
+    await put(storage, "max", n=2**63 - 1)
+    await put(storage, "min", n=-(2**63))
+    await put(storage, "below-max", n=2**63 - 2)
+    await put(storage, "float", n=1e19)
+
+    found = await storage.get_document("scope-a", "notes", "max")
+    assert found is not None and found.data["n"] == 2**63 - 1
+    assert await keys(storage, filters={"n": 2**63 - 1}) == ["max"]
+    assert await keys(storage, filters={"n": -(2**63)}) == ["min"]
+    assert await keys(storage, filters={"n": 1e19}) == ["float"]
+    assert await keys(storage, sort="n") == ["min", "below-max", "max", "float"]
 
 
 async def test_a_null_filter_matches_null_and_absent_fields(storage):

@@ -13,11 +13,11 @@ import anyio
 import pytest
 
 from runtime.storage import (
+    AgentRunRecord,
     NewEvent,
     PendingConfirmation,
     RecordExistsError,
     RecordNotFoundError,
-    RunRecord,
     Storage,
     StorageClosedError,
     utc_now,
@@ -56,7 +56,7 @@ def pending(
     return PendingConfirmation(**fields)
 
 
-def run(run_id: str = "run-1", session_id: str = "s1", **changes: object) -> RunRecord:
+def run(run_id: str = "run-1", session_id: str = "s1", **changes: object) -> AgentRunRecord:
     fields: dict[str, Any] = {
         "id": run_id,
         "session_id": session_id,
@@ -67,7 +67,7 @@ def run(run_id: str = "run-1", session_id: str = "s1", **changes: object) -> Run
         "started_at": T0,
     }
     fields.update(changes)
-    return RunRecord(**fields)
+    return AgentRunRecord(**fields)
 
 
 # --- migrations -------------------------------------------------------------

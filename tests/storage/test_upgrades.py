@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runtime.storage import RunRecord, Storage
+from runtime.storage import AgentRunRecord, DocumentQuery, PendingConfirmation, Storage
 from runtime.storage.migrations import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS
 from runtime.storage.postgres import PostgresStorage
 from runtime.storage.sqlite import SqliteStorage
@@ -49,7 +49,7 @@ async def test_runs_and_operator_sessions_survive_the_upgrade(
     old = await opener(BEFORE_WAVE_2)
     await old.create_session(session_record("op", owner="@operator"))
     await old.create_session(session_record("user", owner="alice"))
-    await old.start_run(RunRecord("r1", "op", None, 0, "default", "hello", T0))
+    await old.start_run(AgentRunRecord("r1", "op", None, 0, "default", "hello", T0))
     await old.close()
 
     new = await opener(None)
@@ -60,5 +60,36 @@ async def test_runs_and_operator_sessions_survive_the_upgrade(
         assert (kept.id, kept.status, kept.label) == ("r1", "running", "hello")
         await new.interrupt_runs("op", "interrupted")
         assert (await new.list_runs("op"))[0].status == "interrupted"
+    finally:
+        await new.close()
+
+
+async def test_every_concern_keeps_working_on_a_database_made_before_the_later_migrations(
+    opener: Callable[[int | None], Awaitable[Storage]],
+) -> None:
+    old = await opener(BEFORE_WAVE_2)
+    await old.create_session(session_record("s1"))
+    await old.append_event(
+        "s1", "user", {"text": "hi"}, run_id=None, agent=None, bundle_version=None
+    )
+    await old.save_pending(PendingConfirmation("s1", "c1", "r1", "default", "request", {}, {}, T0))
+    assert await old.try_acquire_turn("s1", "server-a", 60)
+    for version in (1, 2):
+        await old.put_document("scope-a", "notes", "n1", {"v": version}, keep_versions=2)
+    await old.close()
+
+    new = await opener(None)
+    try:
+        assert [event.data for event in await new.list_events("s1")] == [{"text": "hi"}]
+        assert [p.call_id for p in await new.list_pending("s1")] == ["c1"]
+        assert await new.delete_pending("s1", "c1")
+        assert not await new.try_acquire_turn("s1", "server-b", 60)  # the old lease holds
+        assert await new.release_turn("s1", "server-a")
+        assert await new.try_acquire_turn("s1", "server-b", 60)
+        await new.put_document("scope-a", "notes", "n1", {"v": 3}, keep_versions=2)
+        history = await new.document_history("scope-a", "notes", "n1")
+        assert [(h.version, h.data) for h in history] == [(2, {"v": 2}), (1, {"v": 1})]
+        page = await new.query_documents("scope-a", "notes", DocumentQuery({"v": 3}))
+        assert [(d.key, d.version) for d in page.documents] == [("n1", 3)]
     finally:
         await new.close()

@@ -306,6 +306,27 @@ async def test_a_document_that_breaks_the_schema_is_an_error_result_and_nothing_
     assert page.total == 0
 
 
+@pytest.mark.parametrize(
+    "number", [2**63, -(2**63) - 1, 10**400], ids=["2**63", "-2**63-1", "10**400"]
+)
+async def test_an_integer_beyond_64_bits_is_an_error_result_in_a_document_and_a_filter(
+    h: Harness, scripted_model: ScriptedModel, number: int
+) -> None:
+    put, query = await call(
+        h,
+        scripted_model,
+        ("store__cache__put", {"id": "a", "v": number}),
+        ("store__cache__query", {"filter": {"v": number}}),
+    )
+
+    for result, field in ((put, "`v`"), (query, "`filter.v`")):
+        assert result["status"] == "error"
+        assert f"{field}: " in result["error"]
+        assert "outside the 64-bit integer range" in result["error"]
+    page = await h.runtime.storage.query_documents("acme", "cache", EVERYTHING)
+    assert page.total == 0
+
+
 async def test_a_missing_key_field_is_an_error_result_and_nothing_is_stored(
     h: Harness, scripted_model: ScriptedModel
 ) -> None:

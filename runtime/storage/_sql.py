@@ -1,0 +1,718 @@
+"""The SQL both backends run, written once: every `Storage` method as a plan of statements.
+
+An operation is a generator that never touches a connection (sans-I/O): it
+yields each `Statement` it needs, is sent back that statement's `Result`, and
+returns the operation's value. A backend is what drives it:
+- `runtime.storage.sqlite` runs it synchronously on the event loop's thread, a
+  write inside one `BEGIN IMMEDIATE` transaction; when another process holds the
+  lock the transaction rolls back and a fresh generator is tried after a pause;
+- `runtime.storage.postgres` runs it with awaits on a pooled connection, a write
+  inside one transaction.
+
+What the two databases spell differently is a `Dialect`: the clock, null-safe
+equality, row locks, how a document is filtered and sorted, how a migration is
+split and guarded, how times and JSON come back. The SQL here writes its
+parameters as `?`; a driver that wants another placeholder (psycopg's `%s`)
+translates. A new backend is a `Dialect` and a subclass of `SqlStorage` that
+opens the database and implements `_execute` (docs/architecture.md, "Adding a
+storage backend").
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, NamedTuple, TypeAlias, TypeVar
+
+import anyio
+import anyio.lowlevel
+
+from runtime._logs import logger
+from runtime.exceptions import RecordExistsError, RecordNotFoundError, StorageError
+from runtime.storage._rows import (
+    DOCUMENT_COLUMNS,
+    EVENT_COLUMNS,
+    PENDING_COLUMNS,
+    RUN_COLUMNS,
+    SESSION_COLUMNS,
+    Decoders,
+    Row,
+)
+from runtime.storage._values import (
+    check_document,
+    check_page,
+    check_query,
+    check_status,
+    check_ttl,
+    dump,
+    load,
+)
+from runtime.storage.migrations import Migration
+from runtime.storage.records import (
+    RUN_STATUSES,
+    AgentRunRecord,
+    DocumentPage,
+    DocumentQuery,
+    FilterValue,
+    JSONObject,
+    NewEvent,
+    PendingConfirmation,
+    RunStatus,
+    SessionRecord,
+    StoredEvent,
+    StoreDocument,
+    utc_now,
+)
+
+T = TypeVar("T")
+
+
+class Statement(NamedTuple):
+    """One SQL statement of an operation (a tuple: one is made per statement run).
+
+    `many`: `params` is a sequence of parameter rows, one execution each.
+    `exists` / `missing`: what a unique or a foreign-key violation of this
+    statement means to the caller; any other constraint failure is a `StorageError`.
+    """
+
+    sql: str
+    params: Sequence[Any] = ()
+    many: bool = False
+    exists: StorageError | None = None
+    missing: StorageError | None = None
+
+
+class Result(NamedTuple):
+    """What a statement gave back: its rows (none for most writes) and the rows it changed."""
+
+    rows: Sequence[Row]
+    changed: int
+
+    def one(self) -> Row | None:
+        return self.rows[0] if self.rows else None
+
+
+Operation: TypeAlias = Generator[Statement, Result, T]
+"""A storage operation: yields statements, is sent their results, returns its value."""
+
+Plan: TypeAlias = Callable[[], Operation[T]]
+"""Makes an operation afresh: a backend may start one over (SQLite, on a locked database)."""
+
+Filters: TypeAlias = Sequence[tuple[str, FilterValue]]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The SQL one database spells its own way; every other statement is shared.
+
+    Fragments are SQL text with `?` parameters; the callables build SQL for
+    what takes more than a fragment.
+    """
+
+    rows: Decoders
+    """How the database hands back times and JSON."""
+    time: Callable[[datetime, str], object]
+    """A datetime as a parameter (`ValueError` naming the field for a naive one)."""
+    time_type: str
+    """The column type of a time (of the migrations table; the rest are migrations')."""
+    now: str
+    """The current time, as the time columns hold it, read when the statement runs."""
+    lease_now: str
+    """The current time, as `turn_leases.expires_at` holds it."""
+    lease_expiry: str
+    """The current time plus one `?` of seconds, as `turn_leases.expires_at` holds it."""
+    same: str
+    """The equality operator for which NULL equals NULL."""
+    insertion_order: str
+    """A column of `runs` and `pending_confirmations` that orders rows as inserted."""
+    lock_rows: str
+    """What a SELECT ends with to lock the rows it reads until the commit ("" when a
+    write transaction holds the whole database)."""
+    document_body: str
+    """The placeholder of a document's JSON text in an INSERT or UPDATE."""
+    migration_lock: str | None
+    """Run first when migrating, so that servers starting at once migrate one by one."""
+    statements: Callable[[str], list[str]]
+    """A migration's script as the statements to run one after another."""
+    document_filters: Callable[[Filters], tuple[list[str], list[Any]]]
+    """The conditions (AND) and their parameters of a query's equality filters."""
+    document_order: Callable[[str | None, bool], tuple[str, list[Any]]]
+    """The ORDER BY of a query (by field, descending?) and its parameters; by key for None."""
+
+
+# Fixed fragments, the same in both dialects.
+_DOCUMENT_KEY = "scope_id = ? AND store = ? AND key = ?"
+_RUNNING = f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ? AND status = 'running'"
+
+
+def _marks(count: int) -> str:
+    return ", ".join("?" * count)
+
+
+def _only(statement: Statement) -> Operation[Result]:
+    return (yield statement)
+
+
+class SqlStorage(abc.ABC):
+    """`Storage` in SQL. A backend subclass gives `dialect`, opens the database and
+    implements `_execute`; everything else is here, once."""
+
+    dialect: ClassVar[Dialect]
+
+    def __init__(self, database: str, migrations: Sequence[Migration]) -> None:
+        self._database = database  # for messages and logs: never a password
+        self._migrations = tuple(migrations)
+
+    # --- what a backend implements ------------------------------------------
+
+    @abc.abstractmethod
+    async def _execute(self, plan: Plan[T], *, write: bool) -> T:
+        """Run `plan()`'s statements on one connection and return its value; a write
+        in one transaction that commits whole or not at all. Database errors become
+        `StorageError`s naming the database; a statement's `exists`/`missing` replace
+        the constraint failures they name."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release the database; later operations raise `StorageClosedError`. Idempotent."""
+
+    # --- running operations ----------------------------------------------------
+
+    async def _read(self, plan: Plan[T]) -> T:
+        return await self._execute(plan, write=False)
+
+    async def _write(self, plan: Plan[T]) -> T:
+        # Shielded, so a write that was asked for commits or rolls back on its own terms
+        # (even while it waits for a lock): a cancelled turn never loses an approval.
+        with anyio.CancelScope(shield=True):
+            result = await self._execute(plan, write=True)
+        # The caller was perhaps cancelled meanwhile: it gets that, not the result.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        return result
+
+    async def _migrated(self) -> None:
+        """Migrate a storage just opened; on failure close it and raise."""
+        try:
+            await self.migrate()
+        except BaseException:
+            await self.close()
+            raise
+
+    # --- migrations ------------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        migrations = self._migrations
+        names = [migration.name for migration in migrations]
+        if len(set(names)) != len(names):
+            raise ValueError(f"migration names must be unique, got {names}")
+        d = self.dialect
+
+        def migrate() -> Operation[tuple[list[Migration], set[str]]]:
+            # All pending migrations in one transaction: a database is at one version
+            # or the next, never between.
+            if d.migration_lock is not None:
+                yield Statement(d.migration_lock)
+            yield Statement(
+                "CREATE TABLE IF NOT EXISTS migrations "
+                f"(name TEXT PRIMARY KEY, applied_at {d.time_type} NOT NULL)"
+            )
+            applied = {str(row[0]) for row in (yield Statement("SELECT name FROM migrations")).rows}
+            pending = [migration for migration in migrations if migration.name not in applied]
+            for migration in pending:
+                for statement in d.statements(migration.sql):
+                    yield Statement(statement)
+                yield Statement(
+                    f"INSERT INTO migrations (name, applied_at) VALUES (?, {d.now})",
+                    (migration.name,),
+                )
+            return pending, applied
+
+        pending, applied = await self._write(migrate)
+        for migration in pending:
+            logger.info(
+                "storage_migrated",
+                extra={
+                    "event": "storage_migrated",
+                    "database": self._database,
+                    "migration": migration.name,
+                },
+            )
+        unknown = sorted(applied - set(names))
+        if unknown:
+            logger.warning(
+                "storage_schema_newer",
+                extra={
+                    "event": "storage_schema_newer",
+                    "database": self._database,
+                    "migrations": unknown,
+                },
+            )
+        return [migration.name for migration in pending]
+
+    # --- sessions ----------------------------------------------------------------
+
+    async def create_session(self, record: SessionRecord) -> None:
+        t = self.dialect.time
+        row = (
+            record.id,
+            record.scope_id,
+            record.owner,
+            record.root_agent,
+            t(record.created_at, "created_at"),
+            t(record.updated_at, "updated_at"),
+            dump(record.metadata, "metadata"),
+        )
+        statement = Statement(
+            f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({_marks(7)})",
+            row,
+            exists=RecordExistsError("session", record.id),
+        )
+        await self._write(lambda: _only(statement))
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        statement = Statement(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
+        row = (await self._read(lambda: _only(statement))).one()
+        return None if row is None else self.dialect.rows.session(row)
+
+    async def list_sessions(
+        self,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SessionRecord]:
+        check_page(limit, offset)
+        where = ""  # every session
+        values: tuple[str | None, ...] = ()
+        if scope_id is not None:
+            where, values = f"WHERE scope_id = ? AND owner {self.dialect.same} ?", (scope_id, owner)
+        statement = Statement(
+            f"SELECT {SESSION_COLUMNS} FROM sessions {where} "
+            "ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+            (*values, limit, offset),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self.dialect.rows.session(row) for row in rows]
+
+    async def set_root(self, session_id: str, agent: str) -> None:
+        now = self.dialect.time(utc_now(), "now")
+        await self._update_session(session_id, "root_agent = ?, updated_at = ?", (agent, now))
+
+    async def touch_session(self, session_id: str) -> None:
+        now = self.dialect.time(utc_now(), "now")
+        await self._update_session(session_id, "updated_at = ?", (now,))
+
+    async def _update_session(
+        self, session_id: str, assignments: str, values: tuple[object, ...]
+    ) -> None:
+        def update() -> Operation[None]:
+            result = yield Statement(
+                f"UPDATE sessions SET {assignments} WHERE id = ?", (*values, session_id)
+            )
+            if result.changed == 0:
+                raise RecordNotFoundError("session", session_id)
+
+        await self._write(update)
+
+    async def delete_session(self, session_id: str) -> bool:
+        def delete() -> Operation[bool]:
+            # Events, runs and pending confirmations go by ON DELETE CASCADE.
+            deleted = yield Statement("DELETE FROM sessions WHERE id = ?", (session_id,))
+            yield Statement("DELETE FROM turn_leases WHERE session_id = ?", (session_id,))
+            return deleted.changed > 0
+
+        return await self._write(delete)
+
+    # --- the event log -------------------------------------------------------------
+
+    async def append_event(
+        self,
+        session_id: str,
+        type: str,
+        data: JSONObject,
+        *,
+        run_id: str | None,
+        agent: str | None,
+        bundle_version: str | None,
+    ) -> StoredEvent:
+        event = NewEvent(type, data, run_id, agent, bundle_version)
+        (stored,) = await self.append_events(session_id, (event,))
+        return stored
+
+    async def append_events(self, session_id: str, events: Sequence[NewEvent]) -> list[StoredEvent]:
+        if not events:
+            return []
+        # Encoded before the write, so bad data fails the caller and never the transaction.
+        encoded = [dump(event.data, f"event {event.type!r} data") for event in events]
+        created_at = utc_now()
+        created = self.dialect.time(created_at, "now")
+        count = len(events)
+
+        def append() -> Operation[int]:
+            # One UPDATE both checks the session and reserves `count` seqs; the lock it
+            # takes (SQLite's write lock, PostgreSQL's row lock) orders appenders.
+            reserved = yield Statement(
+                "UPDATE sessions SET last_seq = last_seq + ?, updated_at = ? WHERE id = ? "
+                "RETURNING last_seq",
+                (count, created, session_id),
+            )
+            row = reserved.one()
+            if row is None:
+                raise RecordNotFoundError("session", session_id)
+            first = int(row[0]) - count + 1
+            yield Statement(
+                f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({_marks(8)})",
+                [
+                    (
+                        session_id,
+                        first + index,
+                        event.type,
+                        event.run_id,
+                        event.agent,
+                        event.bundle_version,
+                        created,
+                        text,
+                    )
+                    for index, (event, text) in enumerate(zip(events, encoded, strict=True))
+                ],
+                many=True,
+            )
+            return first
+
+        first = await self._write(append)
+        return [
+            StoredEvent(
+                session_id=session_id,
+                seq=first + index,
+                type=event.type,
+                run_id=event.run_id,
+                agent=event.agent,
+                bundle_version=event.bundle_version,
+                created_at=created_at,
+                data=json.loads(text),
+            )
+            for index, (event, text) in enumerate(zip(events, encoded, strict=True))
+        ]
+
+    async def list_events(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
+        statement = Statement(
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
+            (session_id, after_seq),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self.dialect.rows.event(row) for row in rows]
+
+    # --- pending confirmations ---------------------------------------------------------
+
+    async def save_pending(self, confirmation: PendingConfirmation) -> None:
+        c = confirmation
+        row = (
+            c.session_id,
+            c.call_id,
+            c.run_id,
+            c.agent,
+            c.tool,
+            dump(c.arguments, "arguments"),
+            dump(c.state, "state"),
+            self.dialect.time(c.created_at, "created_at"),
+        )
+        statement = Statement(
+            f"INSERT INTO pending_confirmations ({PENDING_COLUMNS}) VALUES ({_marks(8)})",
+            row,
+            exists=RecordExistsError("pending confirmation", f"{c.session_id}/{c.call_id}"),
+            missing=RecordNotFoundError("session", c.session_id),
+        )
+        await self._write(lambda: _only(statement))
+
+    async def get_pending(self, session_id: str, call_id: str) -> PendingConfirmation | None:
+        statement = Statement(
+            f"SELECT {PENDING_COLUMNS} FROM pending_confirmations "
+            "WHERE session_id = ? AND call_id = ?",
+            (session_id, call_id),
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return None if row is None else self.dialect.rows.pending(row)
+
+    async def list_pending(self, session_id: str) -> list[PendingConfirmation]:
+        statement = Statement(
+            f"SELECT {PENDING_COLUMNS} FROM pending_confirmations WHERE session_id = ? "
+            f"ORDER BY created_at, {self.dialect.insertion_order}",
+            (session_id,),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self.dialect.rows.pending(row) for row in rows]
+
+    async def delete_pending(self, session_id: str, call_id: str) -> bool:
+        # Only the DELETE that found the row counts it; every other caller, in any
+        # process, waits for its lock and then finds the row gone.
+        statement = Statement(
+            "DELETE FROM pending_confirmations WHERE session_id = ? AND call_id = ?",
+            (session_id, call_id),
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
+    # --- runs ------------------------------------------------------------------------
+
+    async def start_run(self, record: AgentRunRecord) -> None:
+        r = record
+        check_status(r.status, RUN_STATUSES)
+        if r.depth < 0:
+            raise ValueError(f"run {r.id!r}: depth must be 0 or more, got {r.depth}")
+        t = self.dialect.time
+        row = (
+            r.id,
+            r.session_id,
+            r.parent_run_id,
+            r.depth,
+            r.agent,
+            r.label,
+            t(r.started_at, "started_at"),
+            None if r.ended_at is None else t(r.ended_at, "ended_at"),
+            r.status,
+            dump(r.usage, "usage"),
+            r.error,
+        )
+        statement = Statement(
+            f"INSERT INTO runs ({RUN_COLUMNS}) VALUES ({_marks(11)})",
+            row,
+            exists=RecordExistsError("run", r.id),
+            missing=RecordNotFoundError("session", r.session_id),
+        )
+        await self._write(lambda: _only(statement))
+
+    async def end_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        usage: JSONObject,
+        error: str | None = None,
+        ended_at: datetime | None = None,
+    ) -> None:
+        check_status(status, ("ok", "error", "partial"))
+        ended = self.dialect.time(ended_at or utc_now(), "ended_at")
+        values = (status, dump(usage, "usage"), error, ended, run_id)
+
+        def end() -> Operation[None]:
+            result = yield Statement(
+                "UPDATE runs SET status = ?, usage = ?, error = ?, ended_at = ? WHERE id = ?",
+                values,
+            )
+            if result.changed == 0:
+                raise RecordNotFoundError("run", run_id)
+
+        await self._write(end)
+
+    async def list_runs(self, session_id: str) -> list[AgentRunRecord]:
+        statement = Statement(
+            f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ? "
+            f"ORDER BY started_at, {self.dialect.insertion_order}",
+            (session_id,),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self.dialect.rows.run(row) for row in rows]
+
+    async def interrupt_runs(
+        self, session_id: str, error: str, ended_at: datetime | None = None
+    ) -> list[AgentRunRecord]:
+        d = self.dialect
+        ended = d.time(ended_at or utc_now(), "ended_at")
+        # Read first: a turn start asks every time, and nearly always finds nothing to write.
+        found = Statement(_RUNNING + " LIMIT 1", (session_id,))
+        if (await self._read(lambda: _only(found))).one() is None:
+            return []
+
+        def close() -> Operation[list[Row]]:
+            running = yield Statement(
+                f"{_RUNNING} ORDER BY started_at, {d.insertion_order}{d.lock_rows}", (session_id,)
+            )
+            if running.rows:
+                yield Statement(
+                    "UPDATE runs SET status = 'interrupted', error = ?, ended_at = ? WHERE id = ?",
+                    [(error, ended, row[0]) for row in running.rows],
+                    many=True,
+                )
+            return list(running.rows)  # as they were, before the update
+
+        return [d.rows.run(row) for row in await self._write(close)]
+
+    # --- turn leases -------------------------------------------------------------------
+
+    async def try_acquire_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
+        check_ttl(ttl_seconds)
+        d = self.dialect
+        # One statement: insert a free lease, or take over one that has expired (or
+        # that this holder already has); a live lease of another holder makes the
+        # update's WHERE false and nothing returns. Concurrent contenders wait for
+        # the winner's lock and re-check the WHERE against its lease, which is live.
+        # The clock is read as the statement runs: time spent queued does not count.
+        statement = Statement(
+            "INSERT INTO turn_leases (session_id, holder, expires_at) "
+            f"VALUES (?, ?, {d.lease_expiry}) "
+            "ON CONFLICT (session_id) DO UPDATE "
+            "SET holder = excluded.holder, expires_at = excluded.expires_at "
+            f"WHERE turn_leases.expires_at <= {d.lease_now} "
+            "OR turn_leases.holder = excluded.holder "
+            "RETURNING holder",
+            (session_id, holder, float(ttl_seconds)),
+        )
+        return (await self._write(lambda: _only(statement))).one() is not None
+
+    async def renew_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
+        check_ttl(ttl_seconds)
+        statement = Statement(
+            f"UPDATE turn_leases SET expires_at = {self.dialect.lease_expiry} "
+            "WHERE session_id = ? AND holder = ?",
+            (float(ttl_seconds), session_id, holder),
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
+    async def release_turn(self, session_id: str, holder: str) -> bool:
+        statement = Statement(
+            "DELETE FROM turn_leases WHERE session_id = ? AND holder = ?", (session_id, holder)
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
+    # --- store documents -----------------------------------------------------------------
+
+    def _live(self, prefix: str = "") -> str:
+        """The condition of a document that has not expired, read on the database's clock."""
+        return f"({prefix}expires_at IS NULL OR {prefix}expires_at > {self.dialect.now})"
+
+    async def get_document(self, scope_id: str, store: str, key: str) -> StoreDocument | None:
+        statement = Statement(
+            f"SELECT {DOCUMENT_COLUMNS} FROM store_documents "
+            f"WHERE {_DOCUMENT_KEY} AND {self._live()}",
+            (scope_id, store, key),
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return None if row is None else self.dialect.rows.document(row)
+
+    async def query_documents(
+        self, scope_id: str, store: str, query: DocumentQuery
+    ) -> DocumentPage:
+        d = self.dialect
+        filters, sort, descending = check_query(query)
+        conditions, values = d.document_filters(filters)
+        where = " AND ".join(["scope_id = ?", "store = ?", self._live(), *conditions])
+        order, order_values = d.document_order(sort, descending)
+        counting = Statement(
+            f"SELECT COUNT(*) FROM store_documents WHERE {where}", [scope_id, store, *values]
+        )
+        page = Statement(
+            f"SELECT {DOCUMENT_COLUMNS} FROM store_documents WHERE {where} "
+            f"ORDER BY {order} LIMIT ? OFFSET ?",
+            [scope_id, store, *values, *order_values, query.limit, query.offset],
+        )
+
+        def run() -> Operation[DocumentPage]:
+            counted = (yield counting).one()
+            rows = (yield page).rows
+            total = int(counted[0]) if counted is not None else 0
+            return DocumentPage([d.rows.document(row) for row in rows], total)
+
+        return await self._read(run)
+
+    async def put_document(
+        self,
+        scope_id: str,
+        store: str,
+        key: str,
+        data: JSONObject,
+        *,
+        ttl_seconds: float | None = None,
+        keep_versions: int = 0,
+    ) -> StoreDocument:
+        text = check_document(scope_id, store, key, data, ttl_seconds, keep_versions)
+        d = self.dialect
+        ids = (scope_id, store, key)
+        lifetime = None if ttl_seconds is None else timedelta(seconds=ttl_seconds)
+
+        def put() -> Operation[StoreDocument]:
+            while True:
+                now = d.rows.time((yield Statement(f"SELECT {d.now}")).rows[0][0])
+                expires = None if lifetime is None else now + lifetime
+                times = (
+                    d.time(now, "now"),
+                    None if expires is None else d.time(expires, "expires"),
+                )
+                found = yield Statement(
+                    "SELECT version, created_at, expires_at FROM store_documents "
+                    f"WHERE {_DOCUMENT_KEY}{d.lock_rows}",
+                    ids,
+                )
+                row = found.one()
+                if row is not None and row[2] is not None and d.rows.time(row[2]) <= now:
+                    # An expired document is gone, its history with it (ON DELETE CASCADE).
+                    yield Statement(f"DELETE FROM store_documents WHERE {_DOCUMENT_KEY}", ids)
+                    row = None
+                if row is None:
+                    inserted = yield Statement(
+                        f"INSERT INTO store_documents ({DOCUMENT_COLUMNS}) "
+                        f"VALUES (?, ?, ?, {d.document_body}, 1, ?, ?, ?) "
+                        "ON CONFLICT DO NOTHING RETURNING version",
+                        (*ids, text, times[0], times[0], times[1]),
+                    )
+                    if inserted.one() is None:
+                        continue  # a concurrent put created it first: lock it and replace it
+                    return StoreDocument(*ids, load(text), 1, now, now, expires)
+                version = int(row[0]) + 1
+                yield from _keep_history(ids, version, keep_versions)
+                yield Statement(
+                    f"UPDATE store_documents SET body = {d.document_body}, version = ?, "
+                    f"updated_at = ?, expires_at = ? WHERE {_DOCUMENT_KEY}",
+                    (text, version, *times, *ids),
+                )
+                created = d.rows.time(row[1])
+                return StoreDocument(*ids, load(text), version, created, now, expires)
+
+        return await self._write(put)
+
+    async def delete_document(self, scope_id: str, store: str, key: str) -> bool:
+        statement = Statement(
+            f"DELETE FROM store_documents WHERE {_DOCUMENT_KEY} AND {self._live()}",
+            (scope_id, store, key),
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
+    async def document_history(self, scope_id: str, store: str, key: str) -> list[StoreDocument]:
+        statement = Statement(
+            "SELECT h.scope_id, h.store, h.key, h.body, h.version, h.created_at, "
+            "h.updated_at, NULL FROM store_history h JOIN store_documents d "
+            "USING (scope_id, store, key) "
+            f"WHERE d.scope_id = ? AND d.store = ? AND d.key = ? AND {self._live('d.')} "
+            "ORDER BY h.version DESC",
+            (scope_id, store, key),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self.dialect.rows.document(row) for row in rows]
+
+    async def purge_expired(self) -> int:
+        statement = Statement(
+            "DELETE FROM store_documents "
+            f"WHERE expires_at IS NOT NULL AND expires_at <= {self.dialect.now}"
+        )
+        return max((await self._write(lambda: _only(statement))).changed, 0)
+
+
+def _keep_history(ids: tuple[str, str, str], version: int, keep: int) -> Operation[None]:
+    """Before a document's version `version` replaces the current one: keep the current
+    one in its history when the store keeps any, and trim the history to `keep`."""
+    if keep > 0:
+        yield Statement(
+            "INSERT INTO store_history "
+            "(scope_id, store, key, version, body, created_at, updated_at) "
+            "SELECT scope_id, store, key, version, body, created_at, updated_at "
+            f"FROM store_documents WHERE {_DOCUMENT_KEY}",
+            ids,
+        )
+    yield Statement(
+        f"DELETE FROM store_history WHERE {_DOCUMENT_KEY} AND version < ?",
+        (*ids, version - keep),
+    )
+
+
+__all__ = ["Dialect", "Operation", "Plan", "Result", "SqlStorage", "Statement"]

@@ -1,0 +1,276 @@
+"""What the runtime needs from a database, one small protocol per concern.
+
+A caller asks for the narrowest protocol it uses (the lease keeper a
+`TurnLeaseStorage`, the store tools a `DocumentStorage`); `Storage` is their union
+plus opening and closing, and is what a backend implements. Every promise a
+caller may rely on is written on the methods below, and `tests/storage/` checks
+each one on every backend.
+
+Promises every backend keeps, for every method of every protocol:
+- Every method is safe to call concurrently.
+- Writes are shielded from cancellation: a write that was asked for commits (or
+  fails) as a whole even if the awaiting task is cancelled meanwhile; the
+  cancelled caller then gets its cancellation instead of the result.
+- Several storages may be open on one database (several processes or servers);
+  every promise holds across them, not just inside one.
+- Datetimes must be timezone-aware (naive ones raise `ValueError`); they come back
+  in UTC with microsecond precision.
+- JSON payloads round-trip exactly (unicode included); NaN and infinities are
+  refused with `ValueError` because not every database accepts them.
+- Invalid arguments (a naive datetime, an unknown run status, data that is not
+  JSON) raise `ValueError`/`TypeError` before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from runtime.storage.records import (
+    AgentRunRecord,
+    DocumentPage,
+    DocumentQuery,
+    JSONObject,
+    NewEvent,
+    PendingConfirmation,
+    RunStatus,
+    SessionRecord,
+    StoredEvent,
+    StoreDocument,
+)
+
+
+class SessionStorage(Protocol):
+    """Sessions and their append-only event logs."""
+
+    async def create_session(self, record: SessionRecord) -> None:
+        """Store a new session (its event log is empty); `RecordExistsError` if the id is taken."""
+        ...
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The session, or None when there is none with this id."""
+        ...
+
+    async def list_sessions(
+        self,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SessionRecord]:
+        """Sessions, most recently updated first (ties by id), paged like `query_documents`.
+
+        `scope_id` None lists every session (an operator's view; `owner` is then
+        ignored); otherwise only the sessions of that scope whose owner is `owner`,
+        None matching the sessions without one. `ValueError` for a limit outside
+        1..100 or a negative offset.
+        """
+        ...
+
+    async def set_root(self, session_id: str, agent: str) -> None:
+        """Change the session's root agent and bump `updated_at`; `RecordNotFoundError`
+        for an unknown session. (The re-root event is the caller's to append.)"""
+        ...
+
+    async def touch_session(self, session_id: str) -> None:
+        """Set `updated_at` to now; `RecordNotFoundError` for an unknown session."""
+        ...
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete the session with its events, runs, pending confirmations and turn lease.
+
+        Returns False when there was no such session.
+        """
+        ...
+
+    async def append_event(
+        self,
+        session_id: str,
+        type: str,
+        data: JSONObject,
+        *,
+        run_id: str | None,
+        agent: str | None,
+        bundle_version: str | None,
+    ) -> StoredEvent:
+        """Append one event and return it with its `seq`: the session's next number,
+        without gaps or duplicates however many writers append at once. Bumps the
+        session's `updated_at`. `RecordNotFoundError` for an unknown session."""
+        ...
+
+    async def append_events(self, session_id: str, events: Sequence[NewEvent]) -> list[StoredEvent]:
+        """Append several events in one transaction: all of them with consecutive seqs,
+        in the given order, or none. An empty sequence writes nothing."""
+        ...
+
+    async def list_events(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
+        """The session's events with `seq > after_seq`, in seq order; [] for an unknown session."""
+        ...
+
+
+class RunStorage(Protocol):
+    """The runs of agents in a session: the nodes of its delegation tree."""
+
+    async def start_run(self, record: AgentRunRecord) -> None:
+        """Record a run as it starts. `RecordExistsError` for a taken run id,
+        `RecordNotFoundError` for an unknown session. `parent_run_id` is not
+        checked: the root run need not be recorded."""
+        ...
+
+    async def end_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        usage: JSONObject,
+        error: str | None = None,
+        ended_at: datetime | None = None,
+    ) -> None:
+        """Record how a run ended (`ended_at` defaults to now). `status` is "ok",
+        "error" or "partial"; `RecordNotFoundError` for an unknown run."""
+        ...
+
+    async def list_runs(self, session_id: str) -> list[AgentRunRecord]:
+        """The session's runs in the order they started."""
+        ...
+
+    async def interrupt_runs(
+        self, session_id: str, error: str, ended_at: datetime | None = None
+    ) -> list[AgentRunRecord]:
+        """Close every run of the session still `running` as `interrupted` with `error`
+        (`ended_at` defaults to now), and return them as they were, in start order.
+
+        Called by the holder of the session's turn lease: a run still running then
+        belongs to a holder that died. Nothing is written when none is running."""
+        ...
+
+
+class ConfirmationStorage(Protocol):
+    """Tool calls waiting for a person's approval."""
+
+    async def save_pending(self, confirmation: PendingConfirmation) -> None:
+        """Store a call awaiting approval. `RecordExistsError` if (session_id, call_id) is
+        already pending, `RecordNotFoundError` for an unknown session."""
+        ...
+
+    async def get_pending(self, session_id: str, call_id: str) -> PendingConfirmation | None:
+        """The pending call, or None when it is not (or no longer) pending."""
+        ...
+
+    async def list_pending(self, session_id: str) -> list[PendingConfirmation]:
+        """The session's pending calls, oldest first."""
+        ...
+
+    async def delete_pending(self, session_id: str, call_id: str) -> bool:
+        """Remove a pending call. Exactly once: of any number of concurrent callers,
+        across processes, only the one that removed it gets True; that caller, and
+        only it, may run (or deny) the call."""
+        ...
+
+
+class TurnLeaseStorage(Protocol):
+    """One turn at a time per session: a lease with an expiry, across processes."""
+
+    async def try_acquire_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
+        """Take the session's turn lease for `ttl_seconds`, atomically, across processes.
+
+        True when the lease was free, expired, or already held by `holder` (then
+        it is extended); False while another holder's lease is live. A holder
+        that crashes stops renewing, so its lease lapses after the ttl. The
+        session need not exist.
+        """
+        ...
+
+    async def renew_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
+        """Extend `holder`'s lease to now + `ttl_seconds`; False when `holder` no longer
+        holds it (another holder took it after it expired, or it was released)."""
+        ...
+
+    async def release_turn(self, session_id: str, holder: str) -> bool:
+        """Give the lease up; False (and no effect) when `holder` does not hold it."""
+        ...
+
+
+class DocumentStorage(Protocol):
+    """The documents of stores, keyed by (scope_id, store, key).
+
+    An expired document (`expires_at` passed) is absent for every method below:
+    never read, and a put replaces it as if it were not there. So that both
+    backends store and compare documents exactly, they may not hold the character
+    U+0000 or unpaired surrogates, and their numbers are integers of 64 bits
+    (-2**63 to 2**63 - 1) or finite floats (`ValueError` naming the field); query
+    filters keep the same rule.
+    """
+
+    async def get_document(self, scope_id: str, store: str, key: str) -> StoreDocument | None:
+        """The live document, or None when there is none (or it expired)."""
+        ...
+
+    async def query_documents(
+        self, scope_id: str, store: str, query: DocumentQuery
+    ) -> DocumentPage:
+        """Live documents of one store in one scope, filtered, sorted and paged (see
+        `DocumentQuery`). `ValueError` for a limit outside 1..100, a negative offset or
+        a number outside the rule above, `TypeError` for a filter value that is not a
+        string, number, boolean or None."""
+        ...
+
+    async def put_document(
+        self,
+        scope_id: str,
+        store: str,
+        key: str,
+        data: JSONObject,
+        *,
+        ttl_seconds: float | None = None,
+        keep_versions: int = 0,
+    ) -> StoreDocument:
+        """Create or replace a document and return it as stored.
+
+        A replaced document's version is kept in its history, of which the newest
+        `keep_versions` stay. The expiry is now + `ttl_seconds` (None: never),
+        counted from every put. Concurrent puts of one key serialize: versions
+        have no gaps or duplicates.
+        """
+        ...
+
+    async def delete_document(self, scope_id: str, store: str, key: str) -> bool:
+        """Delete a document and its history; False when there was no live document."""
+        ...
+
+    async def document_history(self, scope_id: str, store: str, key: str) -> list[StoreDocument]:
+        """The kept previous versions of a live document, newest first ([] when none)."""
+        ...
+
+    async def purge_expired(self) -> int:
+        """Delete every expired document (of all scopes and stores) with its history;
+        returns how many documents went."""
+        ...
+
+
+class Storage(
+    SessionStorage,
+    RunStorage,
+    ConfirmationStorage,
+    TurnLeaseStorage,
+    DocumentStorage,
+    Protocol,
+):
+    """A whole database: every concern above, plus its schema and its lifetime.
+
+    Open one with `runtime.storage.open_storage`; a new backend implements this
+    (see `runtime.storage._sql` for the shared SQL and its dialect hooks).
+    """
+
+    async def migrate(self) -> list[str]:
+        """Apply the migrations this database lacks, in order, in one transaction.
+
+        Returns the names applied now: empty when the schema is current. Opening a
+        storage migrates already, so callers rarely need this.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release the database; later operations raise `StorageClosedError`. Idempotent."""
+        ...

@@ -1,0 +1,147 @@
+"""The records storage keeps, as frozen dataclasses: what every backend reads and writes.
+
+Storage knows nothing about prompts, agents, entity schemas or the turn loop: a
+record's JSON payloads (`data`, `state`, `usage`, `metadata`, documents) are kept
+exactly as given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+JSONObject = dict[str, Any]
+"""A JSON object as Python values: str keys; str, int, float, bool, None, list, dict values."""
+
+RunStatus = Literal["running", "ok", "error", "partial", "interrupted"]
+RUN_STATUSES: tuple[RunStatus, ...] = ("running", "ok", "error", "partial", "interrupted")
+
+MAX_QUERY_LIMIT = 100
+"""The most documents one `query_documents` call returns."""
+
+FilterValue = str | int | float | bool | None
+"""What a query filter compares a top-level field with (null: the field is null or absent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """One conversation. `root_agent` is "main" for an unscoped chat.
+
+    `owner` is the user id from the caller's claims (None for an operator or an
+    anonymous caller); the storage does not check scope or owner, callers do.
+    """
+
+    id: str
+    scope_id: str
+    owner: str | None
+    root_agent: str
+    created_at: datetime
+    updated_at: datetime
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append; the storage gives it its `seq` and `created_at`."""
+
+    type: str
+    data: JSONObject
+    run_id: str | None
+    agent: str | None
+    bundle_version: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One entry of a session's append-only log; `seq` is 1, 2, 3, ... per session."""
+
+    session_id: str
+    seq: int
+    type: str
+    run_id: str | None
+    agent: str | None
+    bundle_version: str | None
+    created_at: datetime
+    data: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class PendingConfirmation:
+    """A tool call waiting for a person's approval; `state` is what the loop needs to resume."""
+
+    session_id: str
+    call_id: str
+    run_id: str
+    agent: str
+    tool: str
+    arguments: JSONObject
+    state: JSONObject
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRunRecord:
+    """One run of an agent (the root run or a specialist): the delegation tree's node."""
+
+    id: str
+    session_id: str
+    parent_run_id: str | None
+    depth: int
+    agent: str
+    label: str
+    started_at: datetime
+    ended_at: datetime | None = None
+    status: RunStatus = "running"
+    usage: JSONObject = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreDocument:
+    """One version of a store document in one scope.
+
+    `version` counts the puts of the document (1 for the first); `created_at` is
+    its first put, `updated_at` the put of this version; `expires_at` is None for
+    a store without ttl.
+    """
+
+    scope_id: str
+    store: str
+    key: str
+    data: JSONObject
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentQuery:
+    """Which documents of a store `query_documents` returns, in what order.
+
+    `filters`: top-level field -> value, all equal (JSON equality: 1 equals 1.0,
+    a string never equals a number; None matches a null or absent field).
+    `sort`: "field" ascending or "-field" descending (strings by code point,
+    numbers by value, false before true; documents without a value last either
+    way), ties and the default order by key.
+    """
+
+    filters: Mapping[str, FilterValue] = field(default_factory=dict)
+    sort: str | None = None
+    limit: int = 20
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPage:
+    """A page of a query: the documents, and how many match in all (ignoring limit/offset)."""
+
+    documents: list[StoreDocument]
+    total: int
+
+
+def utc_now() -> datetime:
+    """The current time as an aware UTC datetime, the only kind the storage accepts."""
+    return datetime.now(UTC)
