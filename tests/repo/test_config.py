@@ -101,7 +101,7 @@ def test_unknown_key_with_no_close_match_lists_the_allowed_keys_without_a_guess(
     error = only_error(load(root))
 
     assert "did you mean" not in error.message
-    assert "expected one of: auth, basePrompt, delegation" in error.message
+    assert "expected one of: auth, basePrompt, compaction, delegation" in error.message
 
 
 def test_a_limit_out_of_range_is_an_error(make_repo):
