@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from bench._scenario import RESPONDERS
 from runtime.testing import RecordedRequest, ScriptedModel, Step
-from runtime.testing._server import _Server
+from runtime.testing._server import _ScriptedHTTPServer
 
 DEFAULT_LATENCY = {"tools": 0.0, "delegation": 0.2, "chat": 0.1}
 _KEEP_REQUESTS = 200
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     # socketserver listens with a backlog of 5: a burst of new connections (workload c opens
     # one per concurrent turn) overflows it, and each dropped SYN costs its client a 1 s
     # retransmission. Tests never open that many at once; the benchmark does.
-    _Server.request_queue_size = 1024
+    _ScriptedHTTPServer.request_queue_size = 1024
     models = {}
     for name, answer in RESPONDERS.items():
         model = ScriptedModel(latency[name]).start()

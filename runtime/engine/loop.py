@@ -37,6 +37,7 @@ from runtime.engine.transcript import assistant_message, tool_message
 from runtime.events import DoneReason, Event, ToolStatus, Usage
 from runtime.exceptions import ModelError, ToolError
 from runtime.models import Model, ModelReply, ModelSettings, ToolCallRequest
+from runtime.models.messages import Message, SystemMessage, ToolSpec, UserMessage
 from runtime.observe.hooks import (
     NO_OBSERVERS,
     ModelCallEnded,
@@ -104,13 +105,14 @@ class Resume:
 
 async def run_loop(
     spec: RunSpec,
-    transcript: list[dict[str, Any]],
+    transcript: list[Message],
     recorder: Recorder,
     *,
     resume: Resume | None = None,
 ) -> AsyncIterator[Event | RunOutcome]:
-    """Run the loop over `transcript` (OpenAI messages, appended to in place); the events,
-    then one `RunOutcome`. A model failure raises `ModelError` after the events so far."""
+    """Run the loop over `transcript` (model-neutral messages, appended to in place); the
+    events, then one `RunOutcome`. A model failure raises `ModelError` after the events so
+    far."""
     used = 0
     if resume is not None:
         used = resume.pending.used
@@ -135,7 +137,9 @@ async def run_loop(
                 yield event
         assert reply is not None  # a model always ends with a reply or raises
         calls = [] if out_of_budget else list(reply.tool_calls)
-        answer = AnswerEntry(reply.text, tuple(calls), reply.model, reply.usage)
+        answer = AnswerEntry(
+            reply.text, tuple(calls), reply.model, reply.usage, reply.fallback_from
+        )
         transcript.append(assistant_message(answer))
         for event in await _record(spec, recorder, answer):
             yield event  # the model's usage, then one tool_call event per call
@@ -196,12 +200,12 @@ async def _record(spec: RunSpec, recorder: Recorder, entry: LogEntry) -> list[Ev
 
 
 def _model_call(
-    spec: RunSpec, transcript: list[dict[str, Any]], out_of_budget: bool
+    spec: RunSpec, transcript: list[Message], out_of_budget: bool
 ) -> AsyncIterator[str | ModelReply]:
     """One model call; reported to the observers when there are any (without them, the
     model's own stream: no layer a turn's every delta would pass through)."""
     messages = _messages(spec, transcript, out_of_budget)
-    tools = None if out_of_budget or not spec.tools else [t.schema() for t in spec.tools.values()]
+    tools = None if out_of_budget or not spec.tools else [t.spec() for t in spec.tools.values()]
     stream = spec.model.stream(messages, tools, spec.settings, cache_key=spec.cache_key)
     if not spec.observers:
         return stream
@@ -211,8 +215,8 @@ def _model_call(
 async def _observed_model_call(
     spec: RunSpec,
     stream: AsyncIterator[str | ModelReply],
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
+    messages: list[Message],
+    tools: list[ToolSpec] | None,
 ) -> AsyncIterator[str | ModelReply]:
     started = ModelCallStarted(
         spec.session_id,
@@ -222,6 +226,7 @@ async def _observed_model_call(
         spec.model.name,
         messages,
         tuple(spec.tools) if tools else (),
+        getattr(spec.model, "provider", None),
     )
     spec.observers.notify("model_call_started", started)
     clock = time.monotonic()
@@ -236,6 +241,8 @@ async def _observed_model_call(
                     item.finish_reason,
                     item.text,
                     len(item.tool_calls),
+                    fallback_from=item.fallback_from,
+                    provider=item.provider,
                 )
             yield item
     except ModelError as error:
@@ -463,7 +470,7 @@ async def _resumed_result(spec: RunSpec, resume: Resume) -> _Outcome:
 
 async def _results(
     spec: RunSpec,
-    transcript: list[dict[str, Any]],
+    transcript: list[Message],
     recorder: Recorder,
     done: list[tuple[ToolCallRequest, _Outcome]],
     used: int,
@@ -486,18 +493,18 @@ async def _results(
             yield event
 
 
-def _messages(
-    spec: RunSpec, transcript: list[dict[str, Any]], out_of_budget: bool
-) -> list[dict[str, Any]]:
-    """System prompt, transcript, and the per-turn context just before the newest user message."""
-    messages = [{"role": "system", "content": spec.system_prompt}, *transcript]
+def _messages(spec: RunSpec, transcript: list[Message], out_of_budget: bool) -> list[Message]:
+    """System prompt, transcript, and the per-turn context just before the newest user message
+    (the conversation before it stays a stable prefix for a provider's prompt cache)."""
+    messages: list[Message] = [SystemMessage(spec.system_prompt), *transcript]
     if spec.context_prompt:
         newest_user = max(
-            (i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages)
+            (i for i, m in enumerate(messages) if isinstance(m, UserMessage)),
+            default=len(messages),
         )
-        messages.insert(newest_user, {"role": "system", "content": spec.context_prompt})
+        messages.insert(newest_user, SystemMessage(spec.context_prompt))
     if out_of_budget:
-        messages.append({"role": "system", "content": OUT_OF_BUDGET})
+        messages.append(SystemMessage(OUT_OF_BUDGET))
     return messages
 
 

@@ -29,6 +29,7 @@ from runtime.engine.loop import EventSink, PendingCall, Resume, RunOutcome, RunS
 from runtime.engine.services import Services
 from runtime.events import Event, Usage
 from runtime.models import ModelTier
+from runtime.models.messages import Message
 from runtime.observe.hooks import RunEnded, RunStarted
 from runtime.outside.mcp import NO_SERVERS, McpSnapshot
 from runtime.outside.rest import Connections
@@ -82,7 +83,7 @@ async def recorded_run(
     storage: Storage,
     record: RunRecord,
     prepare: Callable[[], Awaitable[RunSpec]],
-    transcript: list[dict[str, Any]],
+    transcript: list[Message],
     recorder: Recorder,
     *,
     resume: Resume | None = None,
@@ -224,9 +225,7 @@ class TurnScope:
             SpecialistStartEntry(parent_run_id, depth, name, label), run_id=run_id, agent=name
         )
         self.services.observers.notify("run_started", started)
-        transcript: list[dict[str, Any]] = [
-            {"role": "user", "content": task_message(task, attachments)}
-        ]
+        transcript: list[Message] = [task_message(task, attachments)]
         try:  # a specialist's failure is its task's error (in `result`), never the batch's
             async for item in recorded_run(
                 self.storage, record, prepare, transcript, self.recorder

@@ -1,4 +1,5 @@
-"""What the model is shown of a session: its transcript, rebuilt from the session's log.
+"""What the model is shown of a session: its transcript, rebuilt from the session's log as
+model-neutral messages (`runtime.models.messages`; each model client translates them).
 
 Only the root runs' entries form the conversation (a specialist's work reaches
 it as a tool result). The rebuilt transcript is always valid for the next model
@@ -8,8 +9,7 @@ call: a tool call left without a result (a crash, a cancelled turn) gets an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
-from typing import Any
+from collections.abc import Iterable, Sequence, Set
 
 from runtime.engine.log import (
     INTERRUPTED_CONTENT,
@@ -21,27 +21,25 @@ from runtime.engine.log import (
     UserEntry,
     read,
 )
+from runtime.models.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from runtime.storage import Storage
 
-Message = dict[str, Any]
 
-
-def assistant_message(answer: AnswerEntry) -> Message:
+def assistant_message(answer: AnswerEntry) -> AssistantMessage:
     """A model's answer as the model is shown it on the next call."""
-    message: Message = {"role": "assistant", "content": answer.text}
-    if answer.calls:
-        message["tool_calls"] = answer.calls_data()
-    return message
+    return AssistantMessage(answer.text, answer.calls)
 
 
-def tool_message(result: ToolResultEntry) -> Message:
-    return {"role": "tool", "tool_call_id": result.call_id, "content": result.content}
+def tool_message(result: ToolResultEntry) -> ToolResultMessage:
+    return ToolResultMessage(
+        result.call_id, result.name, result.content, is_error=result.status != "ok"
+    )
 
 
 def rebuild(
     entries: Iterable[Logged], pending: Set[str] = frozenset(), *, repair: bool = True
 ) -> list[Message]:
-    """The conversation as chat messages; `pending` are call ids awaiting approval.
+    """The conversation as model-neutral messages; `pending` are call ids awaiting approval.
 
     With `repair`, calls left without a result get an `interrupted` one.
     """
@@ -54,7 +52,7 @@ def rebuild(
         elif logged.run_id not in root_runs:
             continue
         elif isinstance(entry, UserEntry | HandoffEntry):
-            messages.append({"role": "user", "content": entry.text})
+            messages.append(UserMessage.of(entry.text))
         elif isinstance(entry, AnswerEntry):
             messages.append(assistant_message(entry))
         elif isinstance(entry, ToolResultEntry):
@@ -62,15 +60,15 @@ def rebuild(
     return _close_open_calls(messages, pending) if repair else messages
 
 
-def open_calls(messages: list[Message]) -> list[tuple[str, str]]:
+def open_calls(messages: Sequence[Message]) -> list[tuple[str, str]]:
     """(id, tool name) of the tool calls that have no result yet."""
-    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
+    answered = {m.call_id for m in messages if isinstance(m, ToolResultMessage)}
     return [
-        (call["id"], call.get("function", {}).get("name", ""))
+        (call.id, call.name)
         for m in messages
-        if m["role"] == "assistant"
-        for call in m.get("tool_calls", ())
-        if call["id"] not in answered
+        if isinstance(m, AssistantMessage)
+        for call in m.tool_calls
+        if call.id not in answered
     ]
 
 
@@ -92,16 +90,16 @@ def _close_open_calls(messages: list[Message], pending: Set[str]) -> list[Messag
         message = messages[index]
         repaired.append(message)
         index += 1
-        if message["role"] != "assistant" or not message.get("tool_calls"):
+        if not isinstance(message, AssistantMessage) or not message.tool_calls:
             continue
         # Results must directly follow their assistant message: keep those that arrived,
         # then fill in the rest.
-        while index < len(messages) and messages[index]["role"] == "tool":
+        while index < len(messages) and isinstance(messages[index], ToolResultMessage):
             repaired.append(messages[index])
             index += 1
         repaired.extend(
-            {"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_CONTENT}
-            for call in message["tool_calls"]
-            if call["id"] in missing
+            ToolResultMessage(call.id, call.name, INTERRUPTED_CONTENT, is_error=True)
+            for call in message.tool_calls
+            if call.id in missing
         )
     return repaired

@@ -9,7 +9,7 @@ are read when Prometheus scrapes.
     amodal_turn_duration_seconds                 histogram
     amodal_model_call_duration_seconds{model}    histogram, by the model asked for
     amodal_tool_calls_total{tool,status}         ok, error, denied, timeout
-    amodal_tokens_total{kind}                    input, output, cached
+    amodal_tokens_total{kind}                    input, output, cached, cache_write
     amodal_running_turns                         sessions with a turn running here
     amodal_reload_failures_total                 reloads that kept the last good bundle
     amodal_mcp_servers{status}                   MCP servers by status (ready, starting, failed)
@@ -104,6 +104,8 @@ class Metrics(RunObserver):
         self._tokens.labels("input").inc(ended.usage.input_tokens)
         self._tokens.labels("output").inc(ended.usage.output_tokens)
         self._tokens.labels("cached").inc(ended.usage.cached_tokens)
+        if ended.usage.cache_write_tokens:
+            self._tokens.labels("cache_write").inc(ended.usage.cache_write_tokens)
 
     def tool_call_ended(self, call: ToolCallStarted, ended: ToolCallEnded) -> None:
         self._tools.labels(call.tool, ended.status).inc()

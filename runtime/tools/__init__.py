@@ -15,6 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from runtime.exceptions import ToolError
+from runtime.models.messages import ToolSpec
 from runtime.repo.bundle import Bundle
 from runtime.surface.resolution import Surface, SurfaceContext
 
@@ -59,16 +60,9 @@ class Tool:
     `ctx.call_subagent`): the root run then streams their events while it runs."""
     _validator: list[Draft202012Validator] = field(default_factory=list, compare=False, repr=False)
 
-    def schema(self) -> dict[str, Any]:
-        """The Chat Completions `tools` entry."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": dict(self.parameters),
-            },
-        }
+    def spec(self) -> ToolSpec:
+        """The tool as a model is offered it (each model client puts it in its own shape)."""
+        return ToolSpec(self.name, self.description, self.parameters)
 
     def needs_confirmation(self, arguments: object) -> bool:
         """True when this call waits for a person (arguments that do not fit never do: the
