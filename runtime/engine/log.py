@@ -206,15 +206,19 @@ class AnswerEntry:
     """The model asked for first, when a fallback answered (SPEC 25); stored only then."""
 
     def calls_data(self) -> list[JSONObject]:
-        """The tool calls in their stored shape (Chat Completions' `tool_calls`)."""
-        return [
-            {
+        """The tool calls in their stored shape (Chat Completions' `tool_calls`, with the
+        `extra_content` a provider attached when there is some)."""
+        stored: list[JSONObject] = []
+        for call in self.calls:
+            data: JSONObject = {
                 "id": call.id,
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments},
             }
-            for call in self.calls
-        ]
+            if call.provider_data:
+                data["extra_content"] = dict(call.provider_data)
+            stored.append(data)
+        return stored
 
     def data(self) -> JSONObject:
         body: JSONObject = {
@@ -234,6 +238,7 @@ class AnswerEntry:
                 call["id"],
                 call.get("function", {}).get("name", ""),
                 call.get("function", {}).get("arguments", ""),
+                call.get("extra_content"),
             )
             for call in data.get("tool_calls") or ()
         )

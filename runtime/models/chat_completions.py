@@ -6,7 +6,8 @@ endpoint is sent (`OpenAIModel`), and what a `FunctionModel`'s function is given
   (`{"type": "text"}`, `{"type": "image_url", "image_url": {"url": "data:..."}}`);
 - an assistant message with tool calls has `content` "" rather than null (some servers
   reject null) and `tool_calls` of `{"id", "type": "function", "function": {name,
-  arguments}}`;
+  arguments}}` (and the `extra_content` a provider attached to the call, such as
+  Gemini's thought signature, sent back as it came);
 - a tool result is `{"role": "tool", "tool_call_id", "content"}`. A `tool` message can
   carry only text, so a result's images follow the results of that answer in one user
   message that says whose they are.
@@ -24,6 +25,7 @@ from runtime.models.messages import (
     Part,
     SystemMessage,
     TextPart,
+    ToolCallRequest,
     ToolResultMessage,
     ToolSpec,
     UserMessage,
@@ -75,14 +77,7 @@ def _chat_message(message: Message) -> ChatMessage:
         return {
             "role": "assistant",
             "content": message.text,
-            "tool_calls": [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in message.tool_calls
-            ],
+            "tool_calls": [_call(call) for call in message.tool_calls],
         }
     if isinstance(message, UserMessage):
         parts = message.parts
@@ -95,6 +90,17 @@ def _chat_message(message: Message) -> ChatMessage:
         "a model is sent runtime.models messages (SystemMessage, UserMessage, "
         f"AssistantMessage, ToolResultMessage), not {type(message).__name__}"
     )
+
+
+def _call(call: ToolCallRequest) -> dict[str, Any]:
+    sent: dict[str, Any] = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+    if call.provider_data:
+        sent["extra_content"] = dict(call.provider_data)  # back where the provider put it
+    return sent
 
 
 def _part(part: Part) -> dict[str, Any]:

@@ -26,11 +26,15 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class ToolCallRequest:
-    """A tool call the model asked for. `arguments` is the raw JSON text, unparsed."""
+    """A tool call the model asked for. `arguments` is the raw JSON text, unparsed.
+
+    `provider_data` is what a provider attached to the call and wants back with it on the
+    next request (Gemini's `extra_content`, holding its thought signature), kept opaque."""
 
     id: str
     name: str
     arguments: str
+    provider_data: Mapping[str, Any] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True, slots=True)

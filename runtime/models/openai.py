@@ -44,6 +44,7 @@ class _PartialCall:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    extra: dict[str, Any] | None = None  # Gemini's `extra_content`, sent back with the call
 
 
 class _Assembler:
@@ -105,10 +106,15 @@ class _Assembler:
             call.name = text(function["name"])
         if function.get("arguments"):
             call.arguments.append(text(function["arguments"]))
+        extra = fragment.get("extra_content")
+        if isinstance(extra, dict):
+            call.extra = {**(call.extra or {}), **extra}
 
     def reply(self) -> ModelReply:
         calls = tuple(
-            ToolCallRequest(call.id or f"call_{index}", call.name, "".join(call.arguments))
+            ToolCallRequest(
+                call.id or f"call_{index}", call.name, "".join(call.arguments), call.extra
+            )
             for index, call in sorted(self.calls.items())
         )
         return ModelReply(

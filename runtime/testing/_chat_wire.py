@@ -17,10 +17,34 @@ if TYPE_CHECKING:
     from runtime.testing._requests import RecordedRequest
 
 
+QUIRKS = {
+    "tool_calls_without_index": "tool-call deltas carry no `index` (Gemini)",
+    "stop_after_tool_calls": "an answer with tool calls finishes with `stop` (Gemini)",
+    "thought_signatures": (
+        "each call carries `extra_content.google.thought_signature`, and a request whose "
+        "earlier calls lack theirs is refused (Gemini 3)"
+    ),
+    "keepalive_comments": "SSE comment lines `: OPENROUTER PROCESSING` in the stream (OpenRouter)",
+    "whole_tool_calls": "each tool call arrives whole, in one delta (Ollama)",
+}
+"""What an OpenAI-compatible provider does differently, as `ScriptedModel(quirks=...)` plays
+it; each is documented by its provider or in its issue tracker (docs/models.md)."""
+
+_KEEPALIVE = b": OPENROUTER PROCESSING\n\n"
+
+
 class ChatWire:
     provider = "openai"
-    route = "/v1/chat/completions"
     models_route = "/v1/models"
+
+    def __init__(self, path: str = "/v1", quirks: frozenset[str] = frozenset()) -> None:
+        unknown = quirks - set(QUIRKS)
+        if unknown:
+            raise ValueError(f"unknown quirks {sorted(unknown)}; known: {sorted(QUIRKS)}")
+        self.path = "/" + path.strip("/") if path.strip("/") else ""
+        self.route = f"{self.path}/chat/completions"
+        self.models_route = f"{self.path}/models"
+        self.quirks = quirks
 
     def models(self) -> dict[str, Any]:
         entry = {"id": "scripted", "object": "model", "created": 0, "owned_by": "amodal-testing"}
@@ -31,7 +55,18 @@ class ChatWire:
         return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
     def refusal(self, body: Mapping[str, Any]) -> str | None:
-        return None  # OpenAI-compatible servers differ too much to hold them to one rule
+        """OpenAI-compatible servers differ too much to hold them to one rule; a quirk may add
+        its provider's."""
+        if "thought_signatures" in self.quirks:
+            for message in body.get("messages") or ():
+                for call in message.get("tool_calls") or ():
+                    google = (call.get("extra_content") or {}).get("google") or {}
+                    if not google.get("thought_signature"):
+                        return (
+                            "Function call is missing a thought_signature in functionCall "
+                            f"parts (call {call.get('id')!r})"
+                        )
+        return None
 
     def stream(self, request: RecordedRequest, step: Step, calls: list[Call]) -> StreamPlan:
         """Role, text deltas, tool-call deltas, finish, usage (when asked for), `[DONE]`."""
@@ -55,27 +90,48 @@ class ChatWire:
             return event([choice])
 
         events = [delta({"role": "assistant", "content": ""})]
+        if "keepalive_comments" in self.quirks:
+            events = [_KEEPALIVE, events[0], _KEEPALIVE]
         events.extend(delta({"content": piece}) for piece in split_text(step.text))
-        text_end = mid_call = len(events)
-        for index, (call_id, fn, arguments) in enumerate(calls):
-            first = {"name": fn, "arguments": ""}
-            head = {"index": index, "id": call_id, "type": "function", "function": first}
-            events.append(delta({"tool_calls": [head]}))
-            fragments = split_evenly(arguments)
-            for number, piece in enumerate(fragments):
-                if index == 0 and number == len(fragments) // 2:
+        text_end = len(events)
+        mid_call = text_end + 1  # after the first call's head (a call with no arguments)
+        for index, call in enumerate(calls):
+            for number, piece in enumerate(self._call_deltas(index, call)):
+                if index == 0 and number == 1 + len(split_evenly(call[2])) // 2:
                     mid_call = len(events)
-                events.append(
-                    delta({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-                )
-        if mid_call == text_end and calls:
-            mid_call = text_end + 1  # a call with no arguments: cut after its head
+                events.append(delta({"tool_calls": [piece]}))
         calls_end = len(events)
-        events.append(delta({}, step.finish_reason))
+        finish = step.finish_reason
+        if "stop_after_tool_calls" in self.quirks:
+            finish = "stop"
+        events.append(delta({}, finish))
         if (request.body.get("stream_options") or {}).get("include_usage"):
             events.append(event([], usage=self._usage(request, step)))
         events.append(b"data: [DONE]\n\n")
         return StreamPlan(events, text_end, mid_call, calls_end)
+
+    def _call_deltas(self, index: int, call: Call) -> list[dict[str, Any]]:
+        """One tool call as deltas: its head (id, name), then its arguments in fragments."""
+        call_id, fn, arguments = call
+        whole = "whole_tool_calls" in self.quirks
+        head: dict[str, Any] = {
+            "index": index,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": fn, "arguments": arguments if whole else ""},
+        }
+        if "thought_signatures" in self.quirks:
+            head["extra_content"] = {"google": {"thought_signature": f"sig-{call_id}"}}
+        pieces = [head]
+        if not whole:
+            pieces += [
+                {"index": index, "function": {"arguments": piece}}
+                for piece in split_evenly(arguments)
+            ]
+        if "tool_calls_without_index" in self.quirks:
+            for piece in pieces:
+                del piece["index"]
+        return pieces
 
     def completion(self, request: RecordedRequest, step: Step, calls: list[Call]) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": step.text or None}

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,8 +39,6 @@ from runtime.testing._wire import Call, Wire
 
 Responder = Callable[["RecordedRequest"], "Step | str"]
 """Answers a request when the queue is empty; a plain string means `reply(text)`."""
-
-_CHAT_WIRE = ChatWire()  # stateless: shared by every OpenAI server
 
 
 @dataclass(slots=True)
@@ -461,18 +459,27 @@ class _Handler(BaseHTTPRequestHandler):
 class ScriptedModel(ScriptedServer):
     """A scripted OpenAI-compatible Chat Completions server (`POST /v1/chat/completions`).
 
-    Point `OPENAI_BASE_URL` (or an `openai` client) at `base_url`."""
+    Point `OPENAI_BASE_URL` (or an `openai` client) at `base_url`. `path` moves the API
+    (`/v1beta/openai` as Gemini's, `/api/v1` as OpenRouter's); `quirks` plays what a
+    provider does differently (`runtime.testing._chat_wire.QUIRKS`)."""
 
     def __init__(
-        self, latency: float = 0.0, *, stream_delay: float = 0.0, unexpected_status: int = 500
+        self,
+        latency: float = 0.0,
+        *,
+        stream_delay: float = 0.0,
+        unexpected_status: int = 500,
+        path: str = "/v1",
+        quirks: Iterable[str] = (),
     ) -> None:
         super().__init__(latency, stream_delay=stream_delay, unexpected_status=unexpected_status)
-        self.wire = _CHAT_WIRE
+        self._chat = ChatWire(path, frozenset(quirks))
+        self.wire = self._chat
 
     @property
     def base_url(self) -> str:
-        """The OpenAI-style base URL, `http://127.0.0.1:PORT/v1`."""
-        return f"http://127.0.0.1:{self.port}/v1"
+        """The OpenAI-style base URL, `http://127.0.0.1:PORT/v1` (or the `path` given)."""
+        return f"http://127.0.0.1:{self.port}{self._chat.path}"
 
 
 class ScriptedAnthropic(ScriptedServer):

@@ -27,6 +27,7 @@ from runtime.testing import (
     ScriptedModel,
     ScriptedServer,
     Step,
+    cut_in_tool_call,
     tool_call,
     tool_calls,
 )
@@ -338,3 +339,30 @@ async def test_anthropic_reads_the_stable_prefix_from_its_cache(
     assert all(u.cached_tokens >= usage[0].cache_write_tokens // 2 for u in usage[1:])
     openai_usage = [e.usage for turn in ran["openai"][0] for e in turn if e.type == "usage"]
     assert [u.input_tokens for u in usage] == [u.input_tokens for u in openai_usage]
+
+
+async def test_a_tool_call_cut_off_mid_stream_is_asked_again_and_never_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marking = (
+        "from pathlib import Path\n\n"
+        "async def handler(args, ctx):\n"
+        "    Path(__file__).with_name('ran.log').open('a').write('ran\\n')\n"
+        "    return {'charged': args['amount']}\n"
+    )
+    files = {
+        "tools/charge/tool.json": CHARGE["tools/charge/tool.json"] | {"confirm": False},
+        "tools/charge/handler.py": marking,
+        "agents/default/agent.json": {"tools": ["charge"]},
+    }
+
+    def script(server: ScriptedServer) -> None:
+        server.enqueue(cut_in_tool_call(tool_call("charge", {"amount": 5})))
+        server.reply("I have not charged anything.")
+
+    ran = await converse(tmp_path, files, script, one_turn("Charge 5"), monkeypatch)
+    (turn,) = same_events(ran)
+    assert types(turn) == ["session", "text_delta", "usage", "done"]
+    for provider in PROVIDERS:
+        assert len(ran[provider][1]) == 2  # the cut call was asked again
+        assert not (tmp_path / provider / "tools" / "charge" / "ran.log").exists()
