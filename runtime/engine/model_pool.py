@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Mapping
+from typing import cast
 
 import anyio
 
@@ -117,8 +118,8 @@ def providers(config: RepoConfig) -> set[Provider]:
         if binding is None:
             continue
         for provider in (binding.provider, *(entry.provider for entry in binding.fallback)):
-            if provider in ("openai", "anthropic"):
-                named.add(provider)  # type: ignore[arg-type]  # validated by formats.py
+            if provider is not None:
+                named.add(cast(Provider, provider))  # validated by formats.py
     return named
 
 

@@ -10,10 +10,11 @@ again while the failure is transient and nothing has reached the caller, then ra
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -51,7 +52,7 @@ class StreamFailure(Exception):
         self.failure = Failure(reason, None, transient)
 
 
-Attempt = Callable[[], AsyncIterator["str | ModelReply"]]
+Attempt = Callable[[], AsyncGenerator["str | ModelReply", None]]
 Explain = Callable[[Exception], "Failure | None"]
 
 
@@ -71,9 +72,11 @@ async def with_retries(
         attempts += 1
         yielded = False
         try:
-            async for item in attempt():
-                yielded = yielded or not isinstance(item, ModelReply)
-                yield item
+            # Closed at once when the caller stops early: the response goes back to the pool.
+            async with contextlib.aclosing(attempt()) as items:
+                async for item in items:
+                    yielded = yielded or not isinstance(item, ModelReply)
+                    yield item
             return
         except Exception as error:
             failure = explain(error)

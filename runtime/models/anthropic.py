@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -441,7 +441,7 @@ class AnthropicModel:
             backoff=self.backoff,
         )
 
-    async def _attempt(self, content: bytes) -> AsyncIterator[str | ModelReply]:
+    async def _attempt(self, content: bytes) -> AsyncGenerator[str | ModelReply, None]:
         assembler = _Assembler(self.endpoint.model)
         response = await self._client.post(
             "/v1/messages",

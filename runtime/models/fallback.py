@@ -50,8 +50,9 @@ class FallbackModel:
         failed: list[ModelError] = []
         for index, model in enumerate(self.models):
             yielded = False
+            stream = model.stream(messages, tools, settings, cache_key=cache_key)
             try:
-                async for item in model.stream(messages, tools, settings, cache_key=cache_key):
+                async for item in stream:
                     if isinstance(item, ModelReply):
                         if index:
                             item = dataclasses.replace(item, fallback_from=self.name)
@@ -74,6 +75,10 @@ class FallbackModel:
                         "next": self.models[index + 1].name,
                     },
                 )
+            finally:
+                close = getattr(stream, "aclose", None)
+                if close is not None:  # at once when the caller stops early
+                    await close()
 
 
 def _tried(error: ModelError, failed: list[ModelError]) -> ModelError:

@@ -11,7 +11,7 @@ endpoint and never the API key (`runtime.models._calls`).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -251,7 +251,7 @@ class OpenAIModel:
             backoff=self.backoff,
         )
 
-    async def _attempt(self, content: bytes) -> AsyncIterator[str | ModelReply]:
+    async def _attempt(self, content: bytes) -> AsyncGenerator[str | ModelReply, None]:
         """One try: the text deltas, then the reply; a stream that did not say it was over is
         a failure (its partial text and tool calls are never used)."""
         assembler = _Assembler(self.endpoint.model)

@@ -417,3 +417,16 @@ def test_endpoint_and_client_repr_do_not_show_the_key() -> None:
 def test_a_dict_instead_of_a_message_is_a_clear_type_error() -> None:
     with pytest.raises(TypeError, match=r"runtime.models messages .* not dict"):
         messages_request([{"role": "user", "content": "hi"}], None)  # type: ignore[list-item]
+
+
+async def test_breaking_off_the_stream_early_releases_the_connection(
+    server: ScriptedAnthropic,
+) -> None:
+    server.reply("one two three four five six seven eight nine ten").reply("next")
+    async with client_for(server) as client:
+        stream = client.stream(USER, None)
+        first = await stream.__anext__()
+        await stream.aclose()  # type: ignore[attr-defined]
+        assert isinstance(first, str)
+        _, final = await collect(client)
+    assert final.text == "next"
