@@ -33,6 +33,7 @@ from runtime.testing import (
     cut_in_tool_call,
     cut_stream,
     error,
+    hang,
     tool_call,
 )
 
@@ -43,12 +44,15 @@ KEY = "sk-test-fallback-key"
 
 
 @contextlib.asynccontextmanager
-async def chain(primary: ScriptedAnthropic, backup: ScriptedModel) -> AsyncIterator[FallbackModel]:
+async def chain(
+    primary: ScriptedAnthropic, backup: ScriptedModel, read_timeout: float = 60.0
+) -> AsyncIterator[FallbackModel]:
     """Claude first (one fast retry), then an OpenAI-compatible backup."""
     first = AnthropicModel.for_endpoint(
         ModelEndpoint("claude-main", primary.base_url, KEY, "anthropic"),
         max_retries=1,
         backoff=0.01,
+        timeout=read_timeout,
     )
     second = OpenAIModel.for_endpoint(
         ModelEndpoint("gpt-backup", backup.base_url, KEY), max_retries=1, backoff=0.01
@@ -93,6 +97,15 @@ async def test_a_transient_failure_after_the_retries_is_answered_by_the_fallback
     )
     (fell,) = [r for r in caplog.records if r.msg == "model_fallback"]
     assert (fell.model, fell.next) == ("claude-main", "gpt-backup")  # type: ignore[attr-defined]
+
+
+async def test_a_model_that_times_out_after_its_retries_is_answered_by_the_fallback() -> None:
+    with ScriptedAnthropic() as primary, ScriptedModel() as backup:
+        primary.enqueue(hang(30), hang(30))  # no status line: the client's timeout ends it
+        backup.reply("Answered in time.")
+        async with chain(primary, backup, read_timeout=0.2) as model:
+            _, final = await answer(model)
+    assert (final.text, final.fallback_from) == ("Answered in time.", "claude-main")
 
 
 async def test_a_400_class_error_is_raised_and_the_fallback_never_asked() -> None:
