@@ -48,10 +48,15 @@ class Amodal:
     `sqlite-memory`: SQLite on ':memory:', the same code with no file I/O;
     `memory`: `bench._memory_storage.MemoryStorage`, no database at all.
     `observers` are passed to `Runtime.open` (the OpenTelemetry contender's tracer).
+    `provider="anthropic"`: workload (a) through `AnthropicModel` against the scripted
+    Anthropic server (the same answers over Anthropic's Messages API).
     """
 
-    def __init__(self, store: str, observers: Callable[[], list[Any]] = list) -> None:
+    def __init__(
+        self, store: str, observers: Callable[[], list[Any]] = list, provider: str = "openai"
+    ) -> None:
         self.store = store
+        self.provider = provider
         self._observers = observers
         self._folder = tempfile.TemporaryDirectory(prefix="amodal-bench-peers-")
         self._stack = contextlib.AsyncExitStack()
@@ -64,14 +69,21 @@ class Amodal:
         self.storage = await self._open_storage()
         observers = self._observers()
         for workload in ("tools", "delegation"):
-            client = _openai_client(urls[workload])
-            self._runtimes[workload] = await self._stack.enter_async_context(
-                Runtime.open(
-                    bundle,
-                    database=self.storage,
-                    model=OpenAIModel(client, s.MODEL),
-                    observers=observers,
+            model: Any
+            if workload == "tools" and self.provider == "anthropic":
+                import anthropic
+
+                from runtime import AnthropicModel
+
+                client: Any = anthropic.AsyncAnthropic(
+                    base_url=urls["tools-anthropic"], api_key=s.API_KEY, max_retries=0
                 )
+                model = AnthropicModel(client, s.MODEL)
+            else:
+                client = _openai_client(urls[workload])
+                model = OpenAIModel(client, s.MODEL)
+            self._runtimes[workload] = await self._stack.enter_async_context(
+                Runtime.open(bundle, database=self.storage, model=model, observers=observers)
             )
             self._stack.push_async_callback(client.close)
 
@@ -434,6 +446,11 @@ CONTENDERS: dict[str, tuple[str, str, Callable[[], Contender]]] = {
         lambda: Amodal("sqlite-memory"),
     ),
     "amodal-memory": ("amodal, dict store (stream)", "amodal", lambda: Amodal("memory")),
+    "amodal-anthropic": (
+        "amodal, SQLite file, Anthropic API",
+        "amodal",
+        lambda: Amodal("sqlite", provider="anthropic"),
+    ),
     "amodal-otel": (
         "amodal, SQLite file + OpenTelemetry",
         "amodal",

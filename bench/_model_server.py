@@ -3,9 +3,10 @@
     python -m bench._model_server [--cpu 0] [--latency tools=0 --latency chat=0.1 ...]
 
 Starts one `ScriptedModel` per workload (each with its latency and its
-deterministic responder from `bench._scenario`), prints one JSON line
-`{"tools": URL, "delegation": URL, "chat": URL}` and serves until its standard
-input closes (the benchmark exited), so it never outlives the run.
+deterministic responder from `bench._scenario`), and a `ScriptedAnthropic` answering
+workload (a) the same way, prints one JSON line
+`{"tools": URL, "delegation": URL, "chat": URL, "tools-anthropic": URL}` and serves
+until its standard input closes (the benchmark exited), so it never outlives the run.
 
 Own process, own CPU: the server's work (JSON parsing, thread switches) must not
 share a core or the GIL with the client under test (notes/benchmarking.md).
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Callable
 
 from bench._scenario import RESPONDERS
-from runtime.testing import RecordedRequest, ScriptedModel, Step
+from runtime.testing import RecordedRequest, ScriptedAnthropic, ScriptedModel, ScriptedServer, Step
 from runtime.testing._server import _ScriptedHTTPServer
 
 DEFAULT_LATENCY = {"tools": 0.0, "delegation": 0.2, "chat": 0.1, "long": 0.0}
@@ -28,7 +29,7 @@ _KEEP_REQUESTS = 200
 
 
 def _forgetful(
-    model: ScriptedModel, answer: Callable[[RecordedRequest], Step]
+    model: ScriptedServer, answer: Callable[[RecordedRequest], Step]
 ) -> Callable[[RecordedRequest], Step]:
     """The responder, dropping old recorded requests: a run sends tens of thousands, and a
     growing heap would slow the server (longer GC pauses) as the run goes on."""
@@ -61,11 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     # one per concurrent turn) overflows it, and each dropped SYN costs its client a 1 s
     # retransmission. Tests never open that many at once; the benchmark does.
     _ScriptedHTTPServer.request_queue_size = 1024
-    models = {}
-    for name, answer in RESPONDERS.items():
-        model = ScriptedModel(latency[name]).start()
-        model.respond(_forgetful(model, answer))
-        models[name] = model
+    models: dict[str, ScriptedServer] = {}
+    for name in RESPONDERS:
+        models[name] = ScriptedModel(latency[name]).start()
+    models["tools-anthropic"] = ScriptedAnthropic(latency["tools"]).start()
+    for name, model in models.items():
+        model.respond(_forgetful(model, RESPONDERS[name.removesuffix("-anthropic")]))
     print(json.dumps({name: model.base_url for name, model in models.items()}), flush=True)
     try:
         sys.stdin.read()  # until the benchmark closes our stdin (or dies)

@@ -85,17 +85,21 @@ def write_repo(root: Path) -> Path:
 # ---------------------------------------------------------------- the scripted answers
 
 
-def _since_last_user(request: RecordedRequest) -> list[dict[str, Any]]:
-    messages = request.messages
-    last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    return messages[last + 1 :]
+def _results_since_last_user(request: RecordedRequest) -> int:
+    """How many tool results follow the last user message, on either wire (OpenAI's or
+    Anthropic's: the same responder answers both servers)."""
+    from runtime.models import ToolResultMessage, UserMessage
+
+    messages = request.conversation
+    last = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
+    return sum(1 for m in messages[last + 1 :] if isinstance(m, ToolResultMessage))
 
 
 def answer_tools(request: RecordedRequest) -> Step:
     """Workload (a): three lookups, one per model call, then the answer."""
     from runtime.testing import reply, tool_call
 
-    done = sum(1 for m in _since_last_user(request) if m.get("role") == "tool")
+    done = _results_since_last_user(request)
     if done < TOOL_CALLS_PER_TURN:
         return tool_call(TOOL_NAME, {"query": f"item {done + 1}"})
     return reply(FINAL_TEXT)

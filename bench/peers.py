@@ -52,6 +52,7 @@ from bench import _http_load, _profile, _scenario
 from bench._contenders import CONTENDERS
 
 TARGET_A_RATIO = 1.5
+TARGET_ANTHROPIC_CPU = 1.2  # the Anthropic client's CPU a turn, over the OpenAI client's
 TARGET_B_OVER = 0.05
 TARGET_C_P99_MS = 50.0
 TARGET_C_WORKERS = 1.8  # the 200-session burst's p99, 1 worker over 2 workers
@@ -537,6 +538,12 @@ def table(report: dict[str, Any]) -> str:
         if "amodal-otel" in rows:
             cost = rows["amodal-otel"]["turns_per_s"] / rows["amodal"]["turns_per_s"]
             lines.append(f"with the OpenTelemetry observer on: {cost:.2f}x the turns/s of amodal")
+        if "amodal-anthropic" in rows:
+            cpu = rows["amodal-anthropic"]["cpu_ms_per_turn"] / rows["amodal"]["cpu_ms_per_turn"]
+            lines.append(
+                f"on the Anthropic API: {cpu:.2f}x the CPU a turn of amodal on the OpenAI API; "
+                f"target <= {TARGET_ANTHROPIC_CPU}x: {_met(cpu <= TARGET_ANTHROPIC_CPU)}"
+            )
     long = report.get("long_session")
     if long:
         lines += [

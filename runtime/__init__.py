@@ -75,6 +75,7 @@ if TYPE_CHECKING:
         Usage,
     )
     from runtime.models import Model, ModelSettings
+    from runtime.models.anthropic import AnthropicModel
     from runtime.models.openai import OpenAIModel
     from runtime.observe.hooks import RunObserver
 
@@ -111,6 +112,7 @@ _ON_FIRST_USE = {
     "Model": "runtime.models",
     "ModelSettings": "runtime.models",
     "OpenAIModel": "runtime.models.openai",
+    "AnthropicModel": "runtime.models.anthropic",  # needs the `anthropic` extra
     "RunObserver": "runtime.observe.hooks",
 }
 
@@ -128,6 +130,7 @@ __all__ = [
     "AgentChange",
     "AgentDefinition",
     "AmodalError",
+    "AnthropicModel",
     "AuthError",
     "Bundle",
     "ChatResult",

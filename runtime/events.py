@@ -36,30 +36,49 @@ SpecialistStatus = Literal["ok", "error"]
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts; added up across the model calls of a turn and its specialists."""
+    """Token counts; added up across the model calls of a turn and its specialists.
+
+    `input_tokens` is every input token of the call, whatever a prompt cache did with it;
+    of those, `cached_tokens` were read from the provider's prompt cache and
+    `cache_write_tokens` were written to it (Anthropic reports writes; OpenAI caches
+    without saying). A price per token applies to `input_tokens - cached_tokens -
+    cache_write_tokens` at the input price, to `cached_tokens` at the cached price and to
+    `cache_write_tokens` at the provider's cache-write price.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
     def as_json(self) -> dict[str, int]:
-        return {
+        """`{"input", "output", "cached"}`, and `cache_write` when a cache was written."""
+        body = {
             "input": self.input_tokens,
             "output": self.output_tokens,
             "cached": self.cached_tokens,
         }
+        if self.cache_write_tokens:
+            body["cache_write"] = self.cache_write_tokens
+        return body
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Usage:
         data = data or {}
-        return cls(data.get("input", 0), data.get("output", 0), data.get("cached", 0))
+        return cls(
+            data.get("input", 0),
+            data.get("output", 0),
+            data.get("cached", 0),
+            data.get("cache_write", 0),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,14 +233,19 @@ class SurfaceChanged(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelUsage(_Event):
-    """One model call's tokens, and the model that actually answered."""
+    """One model call's tokens, and the model that actually answered; `fallback_from` is the
+    model asked for first when a fallback answered (on the wire only then)."""
 
     type: ClassVar[str] = "usage"
     model: str
     usage: Usage
+    fallback_from: str | None = None
 
     def _fields(self) -> dict[str, Any]:
-        return {"model": self.model, "usage": self.usage.as_json()}
+        body: dict[str, Any] = {"model": self.model, "usage": self.usage.as_json()}
+        if self.fallback_from is not None:
+            body["fallback_from"] = self.fallback_from
+        return body
 
 
 CompactionStage = Literal["mask", "summary"]

@@ -3,7 +3,7 @@
 AmodalError                       anything this package raises on purpose
  ├── ConfigurationError           the runtime cannot run as configured (fix the setup)
  │    ├── InvalidRepoError        a repo with at least one DefinitionError; never becomes a bundle
- │    ├── ModelConfigError        an endpoint is configured without a model name
+ │    ├── ModelConfigError        an endpoint without a model name; a provider not installed
  │    ├── NoModelError            no model endpoint, and the offline model is not installed
  │    └── LocalModelError         the offline model did not start
  ├── RequestError                 a request the runtime refuses; `status` is its HTTP status
@@ -99,7 +99,8 @@ class InvalidRepoError(ConfigurationError):
 
 
 class ModelConfigError(ConfigurationError):
-    """The model configuration is incomplete: an endpoint is set but no model name."""
+    """The model configuration cannot be used: an endpoint is set but no model name, or a
+    provider whose package is not installed (the message gives the pip command)."""
 
 
 class NoModelError(ConfigurationError):
@@ -217,16 +218,28 @@ class RunError(AmodalError):
 
 
 class ModelError(RunError):
-    """A model call failed (after any retries). Names the model and endpoint, never the key."""
+    """A model call failed (after any retries). Names the model and endpoint, never the key.
+
+    `transient` when another endpoint might have answered: a rate limit, a 5xx, a timeout,
+    a connection error, a stream that broke off; never a 400-class error (the request
+    itself was refused). A model's fallback (SPEC 25) is asked only then."""
 
     def __init__(
-        self, *, model: str, endpoint: str, reason: str, status: int | None, attempts: int
+        self,
+        *,
+        model: str,
+        endpoint: str,
+        reason: str,
+        status: int | None,
+        attempts: int,
+        transient: bool = False,
     ) -> None:
         self.model = model
         self.endpoint = endpoint
         self.reason = reason
         self.status = status
         self.attempts = attempts
+        self.transient = transient
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         super().__init__(f"model {model!r} at {endpoint} failed{tries}: {reason}")
 

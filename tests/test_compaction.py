@@ -288,7 +288,7 @@ async def test_observers_see_each_compaction_and_the_summarisers_call(
     ) as rt:
         await talk(Harness(rt), range(1, 12))
     assert "summary" in {c.stage for c in watching.compactions}
-    assert any(c.messages[0]["content"].startswith(SUMMARY_PROMPT[:40]) for c in watching.calls)
+    assert any(c.messages[0].text.startswith(SUMMARY_PROMPT[:40]) for c in watching.calls)
 
 
 async def test_a_prefix_larger_than_the_summarisers_window_is_summarised_in_chunks(

@@ -109,7 +109,7 @@ async def test_no_content_is_recorded_unless_asked(
     assert "Ask." in load.attributes["gen_ai.tool.call.result"]  # type: ignore[index,operator]
     chat = by_name(loud, "chat function-model")[0]
     messages = json.loads(chat.attributes["gen_ai.input.messages"])  # type: ignore[arg-type,index]
-    assert messages[-1] == {"role": "user", "content": "go"}
+    assert messages[-1] == {"role": "user", "parts": [{"type": "text", "content": "go"}]}
 
 
 async def test_no_span_is_made_when_no_exporter_is_configured(

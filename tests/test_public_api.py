@@ -16,6 +16,7 @@ def test_every_public_name_exists_and_nothing_else_is_promised() -> None:
         "AgentChange",
         "AgentDefinition",
         "AmodalError",
+        "AnthropicModel",
         "AuthError",
         "Bundle",
         "ChatResult",

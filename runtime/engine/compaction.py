@@ -38,12 +38,12 @@ from runtime.engine.log import (
     UserEntry,
 )
 from runtime.engine.services import Services
-from runtime.engine.transcript import Message
 from runtime.engine.view import CHARS_PER_TOKEN, SessionView, estimate
 from runtime.events import CompactionStage, Event
 from runtime.exceptions import ContextOverflowError, ModelError
 from runtime.models import Model, ModelReply, ModelSettings
 from runtime.models.catalog import ModelCard
+from runtime.models.messages import Message, SystemMessage, UserMessage
 from runtime.observe.hooks import (
     Compacted,
     ModelCallEnded,
@@ -114,8 +114,8 @@ class Summariser:
             prompt += f"\n\nThe person asked the record to keep in particular: {focus}"
         body = f"The record so far:\n{summary}\n\n" if summary else ""
         messages: list[Message] = [
-            {"role": "system", "content": prompt},
-            {"role": "user", "content": f"{body}The conversation to record:\n\n{chunk}"},
+            SystemMessage(prompt),
+            UserMessage.of(f"{body}The conversation to record:\n\n{chunk}"),
         ]
         started = ModelCallStarted(
             self.session_id,

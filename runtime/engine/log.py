@@ -224,25 +224,34 @@ class AnswerEntry:
     calls: tuple[ToolCallRequest, ...]
     model: str
     usage: Usage
+    fallback_from: str | None = None
+    """The model asked for first, when a fallback answered (SPEC 25); stored only then."""
 
     def calls_data(self) -> list[JSONObject]:
-        """The tool calls in their stored shape (Chat Completions' `tool_calls`)."""
-        return [
-            {
+        """The tool calls in their stored shape (Chat Completions' `tool_calls`, with the
+        `extra_content` a provider attached when there is some)."""
+        stored: list[JSONObject] = []
+        for call in self.calls:
+            data: JSONObject = {
                 "id": call.id,
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments},
             }
-            for call in self.calls
-        ]
+            if call.provider_data:
+                data["extra_content"] = dict(call.provider_data)
+            stored.append(data)
+        return stored
 
     def data(self) -> JSONObject:
-        return {
+        body: JSONObject = {
             "text": self.text,
             "tool_calls": self.calls_data(),
             "model": self.model,
             "usage": self.usage.as_json(),
         }
+        if self.fallback_from is not None:
+            body["fallback_from"] = self.fallback_from
+        return body
 
     @classmethod
     def decode(cls, data: JSONObject) -> Self:
@@ -251,16 +260,26 @@ class AnswerEntry:
                 call["id"],
                 call.get("function", {}).get("name", ""),
                 call.get("function", {}).get("arguments", ""),
+                call.get("extra_content"),
             )
             for call in data.get("tool_calls") or ()
         )
         return cls(
-            data.get("text") or "", calls, data.get("model", ""), Usage.from_json(data.get("usage"))
+            data.get("text") or "",
+            calls,
+            data.get("model", ""),
+            Usage.from_json(data.get("usage")),
+            data.get("fallback_from"),
         )
 
     def events(self, at: Logged) -> list[Event]:
         found: list[Event] = [
-            events.ModelUsage(**at.event_fields(), model=self.model, usage=self.usage)
+            events.ModelUsage(
+                **at.event_fields(),
+                model=self.model,
+                usage=self.usage,
+                fallback_from=self.fallback_from,
+            )
         ]
         found += [
             events.ToolCall(

@@ -33,12 +33,13 @@ from runtime.engine.log import (
     ToolResultEntry,
     shown_arguments,
 )
-from runtime.engine.transcript import Message, assistant_message, tool_message
-from runtime.engine.view import estimate
+from runtime.engine.transcript import assistant_message, tool_message
+from runtime.engine.view import estimate, message_tokens
 from runtime.events import DoneReason, Event, ToolStatus, Usage
 from runtime.exceptions import ContextOverflowError, ModelError, ToolError
 from runtime.models import Model, ModelReply, ModelSettings, ToolCallRequest
 from runtime.models.catalog import ModelCard
+from runtime.models.messages import Message, SystemMessage, ToolSpec, UserMessage
 from runtime.observe.hooks import (
     NO_OBSERVERS,
     ModelCallEnded,
@@ -149,7 +150,7 @@ class RunTranscript:
 
     async def fit(self, card: ModelCard, model: str, base: int) -> list[Event]:
         counted, tokens = self._reported or (0, base)
-        tokens += sum(estimate(str(m.get("content") or "")) for m in self._messages[counted:])
+        tokens += sum(message_tokens(m) for m in self._messages[counted:])
         if tokens > card.input_budget:
             raise ContextOverflowError(model, card.context_window, tokens)
         return []
@@ -193,7 +194,9 @@ async def run_loop(
                 yield event
         assert reply is not None  # a model always ends with a reply or raises
         calls = [] if out_of_budget else list(reply.tool_calls)
-        answer = AnswerEntry(reply.text, tuple(calls), reply.model, reply.usage)
+        answer = AnswerEntry(
+            reply.text, tuple(calls), reply.model, reply.usage, reply.fallback_from
+        )
         for event in await _record(spec, recorder, answer):
             yield event  # the model's usage, then one tool_call event per call
         conversation.add(answer)
@@ -260,7 +263,7 @@ def _model_call(
     """One model call; reported to the observers when there are any (without them, the
     model's own stream: no layer a turn's every delta would pass through)."""
     messages = _messages(spec, conversation, out_of_budget)
-    tools = None if out_of_budget or not spec.tools else [t.schema() for t in spec.tools.values()]
+    tools = None if out_of_budget or not spec.tools else [t.spec() for t in spec.tools.values()]
     stream = spec.model.stream(messages, tools, spec.settings, cache_key=spec.cache_key)
     if not spec.observers:
         return stream
@@ -270,8 +273,8 @@ def _model_call(
 async def _observed_model_call(
     spec: RunSpec,
     stream: AsyncIterator[str | ModelReply],
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
+    messages: list[Message],
+    tools: list[ToolSpec] | None,
 ) -> AsyncIterator[str | ModelReply]:
     started = ModelCallStarted(
         spec.session_id,
@@ -281,6 +284,7 @@ async def _observed_model_call(
         spec.model.name,
         messages,
         tuple(spec.tools) if tools else (),
+        getattr(spec.model, "provider", None),
     )
     spec.observers.notify("model_call_started", started)
     clock = time.monotonic()
@@ -295,6 +299,8 @@ async def _observed_model_call(
                     item.finish_reason,
                     item.text,
                     len(item.tool_calls),
+                    fallback_from=item.fallback_from,
+                    provider=item.provider,
                 )
             yield item
     except ModelError as error:
@@ -591,21 +597,23 @@ async def _results(
 
 def _base_tokens(spec: RunSpec) -> int:
     """What every call of the run sends besides the conversation: its prompts and tools."""
-    schemas = json.dumps([tool.schema() for tool in spec.tools.values()])
+    tools = [tool.spec() for tool in spec.tools.values()]
+    schemas = json.dumps([[t.name, t.description, dict(t.parameters)] for t in tools])
     return estimate(spec.system_prompt) + estimate(spec.context_prompt or "") + estimate(schemas)
 
 
 def _messages(spec: RunSpec, conversation: list[Message], out_of_budget: bool) -> list[Message]:
     """System prompt, conversation, and the per-turn context just before the newest user
-    message."""
-    messages = [{"role": "system", "content": spec.system_prompt}, *conversation]
+    message (the conversation before it stays a stable prefix for a provider's prompt cache)."""
+    messages: list[Message] = [SystemMessage(spec.system_prompt), *conversation]
     if spec.context_prompt:
         newest_user = max(
-            (i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages)
+            (i for i, m in enumerate(messages) if isinstance(m, UserMessage)),
+            default=len(messages),
         )
-        messages.insert(newest_user, {"role": "system", "content": spec.context_prompt})
+        messages.insert(newest_user, SystemMessage(spec.context_prompt))
     if out_of_budget:
-        messages.append({"role": "system", "content": OUT_OF_BUDGET})
+        messages.append(SystemMessage(OUT_OF_BUDGET))
     return messages
 
 

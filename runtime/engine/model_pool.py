@@ -1,9 +1,10 @@
-"""Which model answers a call (SPEC 8): the repo's tiers, the environment, or the model the
-embedding application chose.
+"""Which model answers a call (SPEC 8, 25): the repo's tiers and their fallbacks, the
+environment, or the model the embedding application chose.
 
-One `OpenAIModel` per endpoint, made on first use and kept (clients are costly
-to build). With no endpoint configured, the offline model is started on first
-use (and stopped by `aclose`), or `NoModelError` names both ways out.
+One client per endpoint (an `OpenAIModel` or an `AnthropicModel`, by its provider), made on
+first use and kept (clients are costly to build); a tier with fallbacks is a
+`FallbackModel` over them. With no endpoint configured, the offline model is started on
+first use (and stopped by `aclose`), or `NoModelError` names both ways out.
 """
 
 from __future__ import annotations
@@ -12,18 +13,19 @@ import contextlib
 import importlib
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import cast
 
 import anyio
 
 from runtime.exceptions import ConfigurationError, NoModelError
 from runtime.models import Model, ModelTier
-from runtime.models.endpoints import ModelEndpoint
+from runtime.models.endpoints import ModelEndpoint, Provider, require_provider
+from runtime.models.fallback import FallbackModel
 from runtime.repo.bundle import Bundle
-from runtime.repo.model_bindings import resolve_endpoint
+from runtime.repo.formats import RepoConfig
+from runtime.repo.model_bindings import resolve_chain
 
-if TYPE_CHECKING:
-    from runtime.models.openai import OpenAIModel
+_EndpointKey = tuple[str, str, str, str | None]
 
 
 class ModelRouter:
@@ -45,39 +47,63 @@ class ModelRouter:
         self._environ = {**environ, "MODEL_MAIN": model_name} if model_name else environ
         self._model = model
         self._offline = offline
-        self._models: dict[tuple[str, str, str | None], OpenAIModel] = {}
+        self._clients: dict[_EndpointKey, Model] = {}
+        self._chains: dict[tuple[_EndpointKey, ...], Model] = {}
         self._local: ModelEndpoint | None = None
         self._local_lock = anyio.Lock()
         self._stack = contextlib.ExitStack()
 
+    def check(self, bundle: Bundle) -> None:
+        """Fail now, with the pip command, when a provider the repo names is not installed
+        (`ModelConfigError`): at start, not at the first turn that needs it."""
+        if self._model is None:
+            for provider in sorted(providers(bundle.config)):
+                require_provider(provider)
+
     async def warm(self, bundle: Bundle) -> None:
-        """Load what a first model call needs (the SDK: seconds on a busy machine) now, off
+        """Load what a first model call needs (an SDK: seconds on a busy machine) now, off
         the event loop, so a runtime's first turn starts as fast as the others: a server that
         takes over a dead server's session answers within the lease, not the lease plus an
         import. Nothing to do for a model the application gave, or when none is configured."""
         if self._model is not None:
             return
         try:
-            endpoint = resolve_endpoint(bundle.config, "default", self._environ)
+            chain = resolve_chain(bundle.config, "default", self._environ) or ()
         except ConfigurationError:
             return  # the first turn reports it, as an error event naming the fix
-        if endpoint is not None:
-            await anyio.to_thread.run_sync(importlib.import_module, "runtime.models.openai")
+        for provider in sorted({endpoint.provider for endpoint in chain}):
+            module = f"runtime.models.{provider}"
+            try:
+                await anyio.to_thread.run_sync(importlib.import_module, module)
+            except ImportError:
+                return  # `check` names the missing extra
 
     async def model(self, bundle: Bundle, tier: ModelTier) -> Model:
         """The model for a call of `tier` under `bundle`'s configuration."""
         if self._model is not None:
             return self._model
-        endpoint = (
-            resolve_endpoint(bundle.config, tier, self._environ) or await self._offline_model()
-        )
-        key = (endpoint.model, endpoint.base_url, endpoint.api_key)
-        if key not in self._models:
-            # Imported here: the SDK loads only when a process first calls a model.
-            from runtime.models.openai import OpenAIModel
+        chain = resolve_chain(bundle.config, tier, self._environ) or (await self._offline_model(),)
+        if len(chain) == 1:
+            return self._client(chain[0])
+        keys = tuple(_key(endpoint) for endpoint in chain)
+        if keys not in self._chains:
+            self._chains[keys] = FallbackModel([self._client(e) for e in chain])
+        return self._chains[keys]
 
-            self._models[key] = OpenAIModel.for_endpoint(endpoint)
-        return self._models[key]
+    def _client(self, endpoint: ModelEndpoint) -> Model:
+        key = _key(endpoint)
+        if key not in self._clients:
+            require_provider(endpoint.provider)
+            # Imported here: an SDK loads only when a process first calls its provider.
+            if endpoint.provider == "anthropic":
+                from runtime.models.anthropic import AnthropicModel
+
+                self._clients[key] = AnthropicModel.for_endpoint(endpoint)
+            else:
+                from runtime.models.openai import OpenAIModel
+
+                self._clients[key] = OpenAIModel.for_endpoint(endpoint)
+        return self._clients[key]
 
     async def _offline_model(self) -> ModelEndpoint:
         from runtime.models import local
@@ -94,8 +120,27 @@ class ModelRouter:
 
     async def aclose(self) -> None:
         """Close every client made here and stop the offline model if it was started."""
-        for model in self._models.values():
-            await model.aclose()
-        self._models.clear()
+        for model in self._clients.values():
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+        self._clients.clear()
+        self._chains.clear()
         await anyio.to_thread.run_sync(self._stack.close)
         self._local = None
+
+
+def providers(config: RepoConfig) -> set[Provider]:
+    """Every provider `models` names, fallbacks included."""
+    named: set[Provider] = set()
+    for binding in (config.models.main, config.models.simple, config.models.advanced):
+        if binding is None:
+            continue
+        for provider in (binding.provider, *(entry.provider for entry in binding.fallback)):
+            if provider is not None:
+                named.add(cast(Provider, provider))  # validated by formats.py
+    return named
+
+
+def _key(endpoint: ModelEndpoint) -> _EndpointKey:
+    return (endpoint.provider, endpoint.model, endpoint.base_url, endpoint.api_key)

@@ -239,7 +239,7 @@ class TurnScope:
             SpecialistStartEntry(parent_run_id, depth, name, label), run_id=run_id, agent=name
         )
         self.services.observers.notify("run_started", started)
-        transcript = RunTranscript({"role": "user", "content": task_message(task, attachments)})
+        transcript = RunTranscript(task_message(task, attachments))
         try:  # a specialist's failure is its task's error (in `result`), never the batch's
             async for item in recorded_run(
                 self.storage, record, prepare, transcript, self.recorder

@@ -30,9 +30,9 @@ from runtime.engine.log import (
     read,
 )
 from runtime.engine.transcript import (
-    Message,
     assistant_message,
     close_open_calls,
+    masked_content,
     masked_tool_message,
     open_calls,
     seed_message,
@@ -40,6 +40,7 @@ from runtime.engine.transcript import (
     tool_message,
     user_message,
 )
+from runtime.models.messages import AssistantMessage, Message, ToolResultMessage
 from runtime.storage import Storage
 
 MASK_OVER = 2_000
@@ -55,6 +56,16 @@ Conversational = UserEntry | SeedEntry | HandoffEntry | AnswerEntry | ToolResult
 
 def estimate(text: str) -> int:
     return len(text) // CHARS_PER_TOKEN + MESSAGE_TOKENS
+
+
+def message_tokens(message: Message) -> int:
+    """A message's estimated tokens, whatever its kind."""
+    if isinstance(message, AssistantMessage):
+        calls = sum(estimate(call.name + call.arguments) for call in message.tool_calls)
+        return estimate(message.text) + calls
+    if isinstance(message, ToolResultMessage):
+        return estimate(message.content)
+    return estimate(message.text)
 
 
 class SessionView:
@@ -121,7 +132,9 @@ class SessionView:
     def messages(self, pending: Set[str] = frozenset()) -> list[Message]:
         """The conversation as the next model call sends it (`pending`: calls awaiting a
         person's approval, left open)."""
-        messages = [summary_message(self.summary.summary)] if self.summary is not None else []
+        messages: list[Message] = []
+        if self.summary is not None:
+            messages.append(summary_message(self.summary.summary))
         messages += [self._message(item) for item in self.items]
         return close_open_calls(messages, pending)
 
@@ -172,7 +185,7 @@ class SessionView:
             )
         if isinstance(entry, ToolResultEntry):
             if self.masks(logged, mask_through):
-                return estimate(masked_tool_message(entry)["content"])
+                return estimate(masked_content(entry))
             return estimate(entry.content)
         assert isinstance(entry, UserEntry | SeedEntry | HandoffEntry)
         return estimate(entry.text)

@@ -21,7 +21,8 @@ from pydantic import StrictStr as _StrictStr
 
 from runtime.events import Usage
 from runtime.exceptions import ModelError
-from runtime.models import Message, Model, ModelReply, ModelSettings
+from runtime.models import Model, ModelReply, ModelSettings
+from runtime.models.messages import AssistantMessage, Message, SystemMessage, UserMessage
 
 JUDGE_PROMPT = """\
 You are the judge of an evaluation of an AI agent: you grade one conversation against one rubric.
@@ -80,12 +81,11 @@ async def grade(
         "tools_called": list(tools),
     }
     messages: list[Message] = [
-        {"role": "system", "content": JUDGE_PROMPT},
-        {
-            "role": "user",
-            "content": f"Rubric:\n{rubric}\n\nConversation:\n"
-            + json.dumps(conversation, ensure_ascii=False, indent=2),
-        },
+        SystemMessage(JUDGE_PROMPT),
+        UserMessage.of(
+            f"Rubric:\n{rubric}\n\nConversation:\n"
+            + json.dumps(conversation, ensure_ascii=False, indent=2)
+        ),
     ]
     usage, answered = Usage(), None
     for _ in range(2):
@@ -97,10 +97,7 @@ async def grade(
         verdict = parse_verdict(reply.text)
         if verdict is not None:
             return Grade(verdict.passed, verdict.reason, usage, answered)
-        messages += [
-            {"role": "assistant", "content": reply.text},
-            {"role": "user", "content": RETRY_PROMPT},
-        ]
+        messages += [AssistantMessage(reply.text), UserMessage.of(RETRY_PROMPT)]
     shown = reply.text if len(reply.text) <= 200 else reply.text[:200] + "…"
     return Grade(
         None, "", usage, answered, f"the judge answered twice without a verdict; last: {shown!r}"

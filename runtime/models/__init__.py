@@ -1,12 +1,16 @@
 """Models: the one interface the turn loop calls, and its implementations.
 
-A `Model` answers one streaming Chat Completions-shaped call: messages, tools and
-settings in; text deltas as they arrive, then one `ModelReply` (the tool calls,
-usage, finish reason and the model that answered). The loop depends on this
-protocol only. Implementations:
+A `Model` answers one streaming chat call: model-neutral messages and tool specs in
+(`runtime.models.messages`), text deltas out as they arrive, then one `ModelReply` (the
+tool calls, usage, finish reason and the model that answered). The loop depends on this
+protocol only; each implementation translates the neutral form at its own edge:
 
-- `runtime.models.openai.OpenAIModel`: any OpenAI-compatible endpoint through the
-  `openai` SDK's async client, with bounded retries (the production path);
+- `runtime.models.openai.OpenAIModel`: any OpenAI-compatible Chat Completions endpoint
+  through the `openai` SDK's async client, with bounded retries;
+- `runtime.models.anthropic.AnthropicModel`: Anthropic's Messages API through the
+  `anthropic` SDK (extra `anthropic`), with prompt caching;
+- `runtime.models.fallback.FallbackModel`: a chain of models, the next one asked when a
+  call fails for a reason another endpoint may not have (SPEC 25);
 - `runtime.testing.FunctionModel`: a Python function, in process, for unit tests;
 - the offline model (`runtime.models.local`) is an OpenAIModel on a local server.
 
@@ -19,19 +23,24 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from runtime.events import Usage
+from runtime.models.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    Part,
+    SystemMessage,
+    TextPart,
+    ToolCallRequest,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
 
 ModelTier = Literal["simple", "default", "advanced"]
 """Which of the repo's models a call uses (SPEC 8): `default` is the session model."""
-
-Message = dict[str, Any]
-"""A Chat Completions message (`role`, `content`, `tool_calls`, `tool_call_id`)."""
-
-ToolSchema = dict[str, Any]
-"""A Chat Completions `tools` entry: `{"type": "function", "function": {name, description,
-parameters}}`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,15 +49,6 @@ class ModelSettings:
 
     temperature: float | None = None
     max_tokens: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallRequest:
-    """A tool call the model asked for. `arguments` is the raw JSON text, unparsed."""
-
-    id: str
-    name: str
-    arguments: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,11 @@ class ModelReply:
     model: str
     """The model that answered, as the response names it (else the one requested)."""
     finish_reason: str | None
+    """Chat Completions' words whatever the provider: `stop`, `tool_calls`, `length`, ..."""
+    fallback_from: str | None = None
+    """The model asked for first, when a fallback answered instead (SPEC 25)."""
+    provider: str | None = None
+    """Who answered: `openai`, `anthropic` (None: a model that does not say)."""
 
 
 @runtime_checkable
@@ -75,7 +80,7 @@ class Model(Protocol):
     def stream(
         self,
         messages: Sequence[Message],
-        tools: Sequence[ToolSchema] | None,
+        tools: Sequence[ToolSpec] | None,
         settings: ModelSettings,
         *,
         cache_key: str | None = None,
@@ -89,4 +94,19 @@ class Model(Protocol):
         ...
 
 
-__all__ = ["Message", "Model", "ModelReply", "ModelSettings", "ToolCallRequest", "ToolSchema"]
+__all__ = [
+    "AssistantMessage",
+    "ImagePart",
+    "Message",
+    "Model",
+    "ModelReply",
+    "ModelSettings",
+    "ModelTier",
+    "Part",
+    "SystemMessage",
+    "TextPart",
+    "ToolCallRequest",
+    "ToolResultMessage",
+    "ToolSpec",
+    "UserMessage",
+]

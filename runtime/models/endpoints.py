@@ -1,17 +1,48 @@
-"""Where a model call goes: a `ModelEndpoint` (model name, base URL, key).
+"""Where a model call goes: a `ModelEndpoint` (provider, model name, base URL, key).
 
-`runtime.repo.model_bindings.resolve_endpoint` makes one per tier from amodal.json's
+`runtime.repo.model_bindings` makes one per tier (and per fallback) from amodal.json's
 `models` and the environment. An endpoint's key never appears in its repr, its str,
 or any message built from it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
+from typing import Literal
 from urllib.parse import urlsplit
 
+from runtime.exceptions import ModelConfigError
+
+Provider = Literal["openai", "anthropic"]
+"""How a model is called: `openai`, any OpenAI-compatible Chat Completions endpoint (the
+default); `anthropic`, Anthropic's Messages API."""
+
+PROVIDERS: tuple[Provider, ...] = ("anthropic", "openai")
+
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-"""Where a key without a base URL goes: OpenAI's own API."""
+"""Where an OpenAI key without a base URL goes: OpenAI's own API."""
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderDefaults:
+    """Where a provider's calls go when the repo does not say: its environment variables
+    and its own API."""
+
+    base_url: str
+    base_url_variable: str
+    api_key_variable: str
+    package: str
+    """The Python package its client needs (the extra of the same name installs it)."""
+
+
+DEFAULTS: dict[Provider, ProviderDefaults] = {
+    "openai": ProviderDefaults(OPENAI_BASE_URL, "OPENAI_BASE_URL", "OPENAI_API_KEY", "openai"),
+    "anthropic": ProviderDefaults(
+        ANTHROPIC_BASE_URL, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "anthropic"
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +52,7 @@ class ModelEndpoint:
     model: str
     base_url: str
     api_key: str | None = field(default=None, repr=False)
+    provider: Provider = "openai"
 
     @property
     def display_url(self) -> str:
@@ -29,6 +61,16 @@ class ModelEndpoint:
 
     def __str__(self) -> str:
         return f"{self.model} at {self.display_url}"
+
+
+def require_provider(provider: Provider) -> None:
+    """`ModelConfigError` with the pip command when the provider's package is missing."""
+    package = DEFAULTS[provider].package
+    if importlib.util.find_spec(package) is None:
+        raise ModelConfigError(
+            f"provider {provider!r} needs the {package!r} package, which is not installed: "
+            f"pip install 'amodal-runtime[{package}]'"
+        )
 
 
 def display_url(url: str) -> str:

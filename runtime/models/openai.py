@@ -2,37 +2,41 @@
 
 It streams one call through the SDK's async client: text deltas as they arrive,
 then one `ModelReply` with the assembled tool calls, the usage and the model
-that actually answered. Provider failures are retried with bounded exponential
-backoff, then raised as `ModelError`, which names the model and the endpoint and
-never the API key.
+that actually answered. The neutral messages are sent in Chat Completions' shape
+(`runtime.models.chat_completions`). Provider failures are retried with bounded
+exponential backoff, then raised as `ModelError`, which names the model and the
+endpoint and never the API key (`runtime.models._calls`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, Self
 
-import anyio
 import httpx2
 import openai
 
 from runtime.events import Usage
-from runtime.exceptions import ModelError
-from runtime.models import Message, ModelReply, ModelSettings, ToolCallRequest, ToolSchema
-from runtime.models.endpoints import ModelEndpoint, accepts_prompt_cache_key, display_url
-
-logger = logging.getLogger("amodal")
-
-# The SDK refuses an empty key; local servers ignore whatever is sent.
-_NO_KEY = "amodal-no-key"
-_MAX_BACKOFF = 30.0
-_MAX_REASON = 300
-_READ_TO_END_SECONDS = 0.1  # after `[DONE]`, see `_read_to_end`
+from runtime.models import Message, ModelReply, ModelSettings, ToolCallRequest, ToolSpec
+from runtime.models._calls import (
+    NO_KEY,
+    RAW_STREAM_HEADERS,
+    Failure,
+    StreamFailure,
+    body_message,
+    chunk,
+    encode,
+    read_to_end,
+    seconds,
+    sse_data,
+    text,
+    with_retries,
+)
+from runtime.models.chat_completions import chat_messages, chat_tools
+from runtime.models.endpoints import ModelEndpoint, accepts_prompt_cache_key
 
 
 @dataclass(slots=True)
@@ -40,6 +44,7 @@ class _PartialCall:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    extra: dict[str, Any] | None = None  # Gemini's `extra_content`, sent back with the call
 
 
 class _Assembler:
@@ -71,18 +76,18 @@ class _Assembler:
                 usage.get("completion_tokens") or 0,
                 (details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
             )
-        text = ""
+        delta_text = ""
         for choice in chunk.get("choices") or ():
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
             delta = choice.get("delta") or {}
             if delta.get("content"):
-                text += _text(delta["content"])
+                delta_text += text(delta["content"])
             for fragment in delta.get("tool_calls") or ():
                 self._add_fragment(fragment)
-        if text:
-            self.text.append(text)
-        return text
+        if delta_text:
+            self.text.append(delta_text)
+        return delta_text
 
     def _add_fragment(self, fragment: dict[str, Any]) -> None:
         index = fragment.get("index")
@@ -98,13 +103,18 @@ class _Assembler:
             call.id = fragment_id
         function = fragment.get("function") or {}
         if function.get("name") and not call.name:
-            call.name = _text(function["name"])
+            call.name = text(function["name"])
         if function.get("arguments"):
-            call.arguments.append(_text(function["arguments"]))
+            call.arguments.append(text(function["arguments"]))
+        extra = fragment.get("extra_content")
+        if isinstance(extra, dict):
+            call.extra = {**(call.extra or {}), **extra}
 
     def reply(self) -> ModelReply:
         calls = tuple(
-            ToolCallRequest(call.id or f"call_{index}", call.name, "".join(call.arguments))
+            ToolCallRequest(
+                call.id or f"call_{index}", call.name, "".join(call.arguments), call.extra
+            )
             for index, call in sorted(self.calls.items())
         )
         return ModelReply(
@@ -113,6 +123,7 @@ class _Assembler:
             usage=self.usage,
             model=self.model or self.requested_model,
             finish_reason=self.finish_reason,
+            provider="openai",
         )
 
 
@@ -135,6 +146,8 @@ class OpenAIModel:
     tool calls are dropped, and the call fails with `ModelError` if it cannot
     be retried.
     """
+
+    provider = "openai"
 
     def __init__(
         self,
@@ -166,7 +179,7 @@ class OpenAIModel:
         and each read."""
         client = openai.AsyncOpenAI(
             base_url=endpoint.base_url,
-            api_key=endpoint.api_key or _NO_KEY,
+            api_key=endpoint.api_key or NO_KEY,
             max_retries=0,
             timeout=timeout,
         )
@@ -199,10 +212,10 @@ class OpenAIModel:
     ) -> None:
         await self.aclose()
 
-    async def stream(
+    def stream(
         self,
         messages: Sequence[Message],
-        tools: Sequence[ToolSchema] | None,
+        tools: Sequence[ToolSpec] | None,
         settings: ModelSettings = ModelSettings(),  # noqa: B008 (frozen: safe to share)
         *,
         cache_key: str | None = None,
@@ -210,18 +223,16 @@ class OpenAIModel:
         """Yield the reply's text deltas as they arrive, then one `ModelReply`.
 
         `cache_key` is sent as `prompt_cache_key` where the endpoint accepts it
-        (`accepts_prompt_cache_key`). Assistant messages with tool calls and
-        null content are sent with content "" (some servers reject null).
-        Raises `ModelError` when the call fails for good.
+        (`accepts_prompt_cache_key`). Raises `ModelError` when the call fails for good.
         """
         body: dict[str, Any] = {
             "model": self.endpoint.model,
-            "messages": _normalize_messages(messages),
+            "messages": chat_messages(messages),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
         if tools:
-            body["tools"] = list(tools)
+            body["tools"] = chat_tools(tools)
         if settings.temperature is not None:
             body["temperature"] = settings.temperature
         if settings.max_tokens is not None:
@@ -231,225 +242,79 @@ class OpenAIModel:
         # Encoded once here: the SDK's typed `create` re-walks every message of the
         # transcript on every call (its cost grows with the session), then parses each
         # chunk into models; its client's `post` with a raw streaming response does neither.
-        content = _encode(body)
-        attempt = 0
-        while True:
-            attempt += 1
-            assembler = _Assembler(self.endpoint.model)
-            yielded = False
-            try:
-                response = await self._client.post(
-                    "/chat/completions",
-                    content=content,
-                    cast_to=httpx2.Response,
-                    options={"headers": _RAW_STREAM_HEADERS},
-                )
-                lines = response.aiter_lines()
-                try:
-                    async for chunk in _sse_chunks(lines):
-                        if chunk is None:  # [DONE]
-                            assembler.done = True
-                            break
-                        text = assembler.add(chunk)
-                        if text:
-                            yielded = True
-                            yield text
-                    if assembler.done:
-                        await _read_to_end(lines)
-                finally:
-                    await response.aclose()
-                reply = assembler.reply()
-                if not assembler.complete and (reply.text or reply.tool_calls):
-                    raise _CutStream(
-                        "the stream ended before the answer was complete (no finish reason "
-                        "and no [DONE]); its partial answer is not used"
-                    )
-            except (
-                openai.APIStatusError,
-                openai.APIConnectionError,
-                httpx2.HTTPError,
-                _CutStream,
-            ) as e:
-                # A stream that broke or ended early is a failed call like any other: tried
-                # again while none of its text has reached the caller (a retry would
-                # repeat it), and its partial text and tool calls are never used.
-                if yielded or not _retryable(e) or attempt > self.max_retries:
-                    raise self._error(e, attempt) from e
-                delay = self._delay(attempt)
-                logger.warning(
-                    "model_retry",
-                    extra={
-                        "event": "model_retry",
-                        "model": self.endpoint.model,
-                        "endpoint": self.endpoint.display_url,
-                        "attempt": attempt,
-                        "reason": self._reason(e),
-                        "delay": round(delay, 3),
-                    },
-                )
-                await anyio.sleep(delay)
-                continue
-            except _StreamError as e:
-                # An error event inside the stream, or a chunk that is not JSON: reported as
-                # it is, never retried.
-                raise self._error(e, attempt) from e
-            if reply.finish_reason is None and not reply.text and not reply.tool_calls:
-                # An empty stream is no answer (llama.cpp does this past its context window):
-                # treating it as success would end the turn silently with nothing said.
-                raise ModelError(
-                    model=self.endpoint.model,
-                    endpoint=self.endpoint.display_url,
-                    reason="the stream ended without an answer (no finish reason); the prompt "
-                    "may exceed the model's context window",
-                    status=None,
-                    attempts=attempt,
-                )
-            yield reply
-            return
-
-    def _delay(self, attempt: int) -> float:
-        base = min(_MAX_BACKOFF, self.backoff * 2.0 ** (attempt - 1))
-        return base * random.uniform(0.5, 1.0)
-
-    def _error(self, error: Exception, attempts: int) -> ModelError:
-        status = error.status_code if isinstance(error, openai.APIStatusError) else None
-        return ModelError(
-            model=self.endpoint.model,
-            endpoint=self.endpoint.display_url,
-            reason=self._reason(error),
-            status=status,
-            attempts=attempts,
+        content = encode(body)
+        return with_retries(
+            self.endpoint,
+            lambda: self._attempt(content),
+            self._explain,
+            max_retries=self.max_retries,
+            backoff=self.backoff,
         )
 
-    def _reason(self, error: Exception) -> str:
+    async def _attempt(self, content: bytes) -> AsyncGenerator[str | ModelReply, None]:
+        """One try: the text deltas, then the reply; a stream that did not say it was over is
+        a failure (its partial text and tool calls are never used)."""
+        assembler = _Assembler(self.endpoint.model)
+        response = await self._client.post(
+            "/chat/completions",
+            content=content,
+            cast_to=httpx2.Response,
+            options={"headers": RAW_STREAM_HEADERS},
+        )
+        lines = response.aiter_lines()
+        try:
+            async for data in sse_data(lines):
+                if data == "[DONE]":
+                    assembler.done = True
+                    await read_to_end(lines)
+                    break
+                delta = assembler.add(_checked(chunk(data)))
+                if delta:
+                    yield delta
+        finally:
+            await response.aclose()
+        reply = assembler.reply()
+        if not assembler.complete and (reply.text or reply.tool_calls):
+            raise StreamFailure(
+                "the stream ended before the answer was complete (no finish reason and no "
+                "[DONE]); its partial answer is not used",
+                transient=True,
+            )
+        if reply.finish_reason is None and not reply.text and not reply.tool_calls:
+            # An empty stream is no answer (llama.cpp does this past its context window):
+            # treating it as success would end the turn silently with nothing said.
+            raise StreamFailure(
+                "the stream ended without an answer (no finish reason); the prompt may exceed "
+                "the model's context window",
+                transient=False,
+            )
+        yield reply
+
+    def _explain(self, error: Exception) -> Failure | None:
+        """What a failure of this endpoint means; None for an exception that is not one."""
+        if isinstance(error, StreamFailure):
+            return error.failure
         if isinstance(error, openai.APIStatusError):
-            detail = _body_message(error.body) or error.response.reason_phrase
-            reason = f"HTTP {error.status_code}: {detail}"
-        elif isinstance(error, openai.APITimeoutError):
-            reason = f"timed out (timeout {_seconds(self._client.timeout)})"
-        elif isinstance(error, openai.APIConnectionError):
+            detail = body_message(error.body) or error.response.reason_phrase
+            status = error.status_code
+            return Failure(f"HTTP {status}: {detail}", status, status == 429 or status >= 500)
+        if isinstance(error, openai.APITimeoutError):
+            return Failure(f"timed out (timeout {seconds(self._client.timeout)})", transient=True)
+        if isinstance(error, openai.APIConnectionError):
             cause = error.__cause__
             detail = f"{type(cause).__name__}: {cause}" if cause is not None else error.message
-            reason = f"connection failed ({detail})"
-        elif isinstance(error, _StreamError | _CutStream):
-            reason = str(error)
-        elif isinstance(error, httpx2.TimeoutException):
-            reason = f"the stream stalled (timeout {_seconds(self._client.timeout)})"
-        elif isinstance(error, httpx2.HTTPError):
-            reason = f"the stream broke ({type(error).__name__}: {error})"
-        else:
-            reason = f"malformed response: {error}"
-        return self._scrub(reason)[:_MAX_REASON]
-
-    def _scrub(self, text: str) -> str:
-        """Remove anything secret a server or library may have echoed back."""
-        key = self.endpoint.api_key
-        if key:
-            # An HTTP client's error quotes a header it refuses as a repr (`b'Bearer k\\n'`).
-            shown = {key, repr(key)[1:-1], repr(key.encode())[2:-1]}
-            for form in sorted(shown, key=len, reverse=True):
-                text = text.replace(form, "***")
-        if self.endpoint.base_url != display_url(self.endpoint.base_url):
-            text = text.replace(self.endpoint.base_url, self.endpoint.display_url)
-        return text
+            return Failure(f"connection failed ({detail})", transient=True)
+        if isinstance(error, httpx2.TimeoutException):
+            reason = f"the stream stalled (timeout {seconds(self._client.timeout)})"
+            return Failure(reason, transient=True)
+        if isinstance(error, httpx2.HTTPError):
+            return Failure(f"the stream broke ({type(error).__name__}: {error})", transient=True)
+        return None
 
 
-# Asks the SDK's client for the raw, unread streaming response (the SDK's own
-# `with_streaming_response` sets the same header).
-_RAW_STREAM_HEADERS = {"X-Stainless-Raw-Response": "stream", "Content-Type": "application/json"}
-
-
-class _StreamError(Exception):
-    """An error event, or a chunk that is not JSON, inside a 200 stream."""
-
-
-class _CutStream(Exception):
-    """A 200 stream that ended (cleanly or not) before it said it was complete."""
-
-
-async def _sse_chunks(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any] | None]:
-    """The JSON objects of a Chat Completions event stream; None for `[DONE]`, the end."""
-    async for line in lines:
-        if not line.startswith("data:"):
-            continue  # comments, `event:` lines and the blank lines between events
-        data = line[5:].strip()
-        if data == "[DONE]":
-            yield None
-            return
-        try:
-            chunk = json.loads(data)
-        except json.JSONDecodeError as error:
-            raise _StreamError(f"malformed response: a chunk is not JSON ({error})") from error
-        if not isinstance(chunk, dict):
-            raise _StreamError("malformed response: a chunk is not a JSON object")
-        if chunk.get("error"):
-            message = _body_message(chunk) or json.dumps(chunk["error"])[:200]
-            raise _StreamError(f"error in the stream: {message}")
-        yield chunk
-
-
-async def _read_to_end(lines: AsyncIterator[str]) -> None:
-    """Reads what follows `[DONE]`: normally only the end of the chunked body, already
-    received. A response read to its end leaves its connection in the client's pool for
-    the next call; one closed early takes the connection with it, and every model call
-    would open a new one (a TCP and a TLS handshake). Bounded: a server that holds the
-    stream open after `[DONE]` costs `_READ_TO_END_SECONDS`, then loses the connection."""
-    with anyio.move_on_after(_READ_TO_END_SECONDS):
-        async for _ in lines:
-            pass
-
-
-def _text(piece: object) -> str:
-    """A piece of the model's output as text: JSON lets a model send an unpaired surrogate
-    (`"\\ud800"`), which no UTF-8 stream, log or database takes; it becomes U+FFFD."""
-    text = str(piece)
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
-
-
-def _encode(body: dict[str, Any]) -> bytes:
-    """The request body as UTF-8 JSON; a string that is no text (a tool's result, say) is
-    sent as the `\\u` escape JSON allows rather than failing every call of the session."""
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return json.dumps(body, separators=(",", ":")).encode()
-
-
-def _retryable(error: Exception) -> bool:
-    if isinstance(error, openai.APIStatusError):
-        return error.status_code == 429 or error.status_code >= 500
-    return True  # timeouts, connection errors, streams that broke or ended early
-
-
-def _body_message(body: object) -> str:
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return cast(str, inner["message"])
-    return ""
-
-
-def _seconds(timeout: object) -> str:
-    read = getattr(timeout, "read", timeout)
-    return f"{read:g}s" if isinstance(read, int | float) else "the client's timeout"
-
-
-def _normalize_messages(messages: Sequence[Message]) -> list[Message]:
-    """Assistant messages with tool calls get content "" instead of null (or missing)."""
-    normalized = []
-    for message in messages:
-        if (
-            message.get("role") == "assistant"
-            and message.get("tool_calls")
-            and message.get("content") is None
-        ):
-            message = {**message, "content": ""}
-        normalized.append(message)
-    return normalized
+def _checked(chunk: dict[str, Any]) -> dict[str, Any]:
+    """A chunk, unless it is an error event inside the stream (reported as it is)."""
+    if chunk.get("error"):
+        message = body_message(chunk) or json.dumps(chunk["error"])[:200]
+        raise StreamFailure(f"error in the stream: {message}", transient=False)
+    return chunk

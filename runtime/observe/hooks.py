@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.events import DoneReason, ToolStatus, Usage
+from runtime.models.messages import Message
 
 logger = logging.getLogger("amodal")
 
@@ -75,19 +76,27 @@ class ModelCallStarted:
     call_id: str
     model: str
     """The model asked for; the one that answered is in `ModelCallEnded`."""
-    messages: Sequence[dict[str, Any]] = field(repr=False)
+    messages: Sequence[Message] = field(repr=False)
+    """The model-neutral messages (`runtime.models.messages`), whichever provider answers."""
     tools: Sequence[str] = ()
+    provider: str | None = None
+    """The provider asked (`openai`, `anthropic`), when the model says."""
 
 
 @dataclass(frozen=True, slots=True)
 class ModelCallEnded:
     duration_s: float
     model: str | None = None
+    """The model that answered."""
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     text: str = field(default="", repr=False)
     tool_calls: int = 0
     error: str | None = None
+    fallback_from: str | None = None
+    """The model asked for first, when a fallback answered (SPEC 25)."""
+    provider: str | None = None
+    """The provider that answered, when the model says."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ are read when Prometheus scrapes.
     amodal_model_call_duration_seconds{model}    histogram, by the model asked for
     amodal_tool_calls_total{tool,status}         ok, error, denied, timeout; a name the
                                                  run has no tool for is `(unknown)`
-    amodal_tokens_total{kind}                    input, output, cached
+    amodal_tokens_total{kind}                    input, output, cached, cache_write
     amodal_running_turns                         sessions with a turn running here
     amodal_reload_failures_total                 reloads that kept the last good bundle
     amodal_mcp_servers{status}                   MCP servers by status (ready, starting, failed)
@@ -124,9 +124,14 @@ class Metrics(RunObserver):
         self._tokens.labels("input").inc(ended.usage.input_tokens)
         self._tokens.labels("output").inc(ended.usage.output_tokens)
         self._tokens.labels("cached").inc(ended.usage.cached_tokens)
+        if ended.usage.cache_write_tokens:
+            self._tokens.labels("cache_write").inc(ended.usage.cache_write_tokens)
 
     def tool_call_ended(self, call: ToolCallStarted, ended: ToolCallEnded) -> None:
         self._tools.labels(tool_label(call, ended), ended.status).inc()
+
+    def compacted(self, compaction: Compacted) -> None:
+        self._compactions.labels(compaction.stage).inc()
 
 
 def tool_label(call: ToolCallStarted, ended: ToolCallEnded) -> str:
@@ -136,9 +141,6 @@ def tool_label(call: ToolCallStarted, ended: ToolCallEnded) -> str:
         f"unknown tool {call.tool!r}"
     )
     return UNKNOWN_TOOL if unknown or not _TOOL_NAME.match(call.tool) else call.tool
-
-    def compacted(self, compaction: Compacted) -> None:
-        self._compactions.labels(compaction.stage).inc()
 
 
 class _ReloadFailures(Collector):

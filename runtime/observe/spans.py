@@ -25,6 +25,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
 from runtime._version import __version__
+from runtime.models.messages import trace_messages
 from runtime.observe.hooks import (
     ModelCallEnded,
     ModelCallStarted,
@@ -127,13 +128,13 @@ class OpenTelemetryObserver(RunObserver):
     def model_call_started(self, call: ModelCallStarted) -> None:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": "openai",
+            "gen_ai.provider.name": call.provider or "openai",
             "gen_ai.request.model": call.model,
             "gen_ai.agent.name": call.agent,
             "gen_ai.conversation.id": call.session_id,
         }
         if self._content:
-            attributes["gen_ai.input.messages"] = _json(list(call.messages))
+            attributes["gen_ai.input.messages"] = _json(trace_messages(call.messages))
         self._open(
             ("model", call.call_id),
             f"chat {call.model}",
@@ -149,11 +150,19 @@ class OpenTelemetryObserver(RunObserver):
         }
         if ended.model is not None:
             attributes["gen_ai.response.model"] = ended.model
+        if ended.provider is not None:
+            attributes["gen_ai.provider.name"] = ended.provider  # a fallback's may differ
+        if ended.fallback_from is not None:
+            attributes["amodal.fallback_from"] = ended.fallback_from
+        if ended.usage.cached_tokens:
+            attributes["gen_ai.usage.cache_read.input_tokens"] = ended.usage.cached_tokens
+        if ended.usage.cache_write_tokens:
+            attributes["gen_ai.usage.cache_creation.input_tokens"] = ended.usage.cache_write_tokens
         if ended.finish_reason is not None:
             attributes["gen_ai.response.finish_reasons"] = [ended.finish_reason]
         if self._content and ended.error is None:
             attributes["gen_ai.output.messages"] = _json(
-                [{"role": "assistant", "content": ended.text}]
+                [{"role": "assistant", "parts": [{"type": "text", "content": ended.text}]}]
             )
         self._close(("model", call.call_id), attributes, ended.error)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from runtime.repo._reader import Reader
 from runtime.repo._report import Report, Source, format_field
-from runtime.repo.formats import FOREIGN_REPO_KEYS, RepoConfig
+from runtime.repo.formats import FOREIGN_REPO_KEYS, MODEL_ENTRIES, RepoConfig
 
 CONFIG_FILE = "amodal.json"
 _ENV_REFERENCE = re.compile(r"^env:(.*)$", re.DOTALL)
@@ -49,16 +49,7 @@ def load_config(
     config = report.validate(RepoConfig, data, source)
     if config is None:
         return None, resolved
-    for tier in ("main", "simple", "advanced"):
-        binding = getattr(config.models, tier)
-        if binding and binding.provider not in (None, "openai") and binding.base_url is None:
-            report.warn(
-                CONFIG_FILE,
-                f"provider {binding.provider!r}: only OpenAI-compatible "
-                "endpoints are called; give `baseUrl` of an OpenAI-compatible endpoint",
-                line=source.line(("models", tier)),
-                field=f"models.{tier}.provider",
-            )
+    check_fallbacks(config, source, report)
     return config, resolved
 
 
@@ -100,3 +91,58 @@ def resolve_env(
         return value
 
     return resolve(data, ()), resolved
+
+
+def check_fallbacks(config: RepoConfig, source: Source, report: Report) -> None:
+    """Every `{"tier": NAME}` of a `fallback` list names an entry of `models` (`main`, the
+    session model, always exists), and no chain of them comes back to where it started."""
+    models = config.models
+    defined = {name for name in MODEL_ENTRIES if getattr(models, name) is not None}
+    edges: dict[str, list[tuple[int, str]]] = {}
+    for name in MODEL_ENTRIES:
+        binding = getattr(models, name)
+        for index, entry in enumerate(binding.fallback if binding is not None else ()):
+            if entry.tier is None:
+                continue
+            path = ("models", name, "fallback", index)
+            if entry.tier != "main" and entry.tier not in defined:
+                shown = ", ".join(repr(tier) for tier in sorted(defined | {"main"}))
+                report.error(
+                    CONFIG_FILE,
+                    f"fallback names tier {entry.tier!r}, which `models` does not define "
+                    f"(defined: {shown})",
+                    line=source.line((*path, "tier")),
+                    field=format_field(path),
+                )
+            else:
+                edges.setdefault(name, []).append((index, entry.tier))
+    reported: set[frozenset[str]] = set()  # one error per cycle, at its first entry
+    for name in MODEL_ENTRIES:
+        for index, target in edges.get(name, ()):
+            loop = _path_back(target, name, edges)
+            if loop is not None and frozenset(loop) not in reported:
+                reported.add(frozenset(loop))
+                path = ("models", name, "fallback", index)
+                report.error(
+                    CONFIG_FILE,
+                    "the fallback chain comes back to where it started: "
+                    + " -> ".join([name, *loop]),
+                    line=source.line((*path, "tier")),
+                    field=format_field(path),
+                )
+
+
+def _path_back(
+    start: str, goal: str, edges: Mapping[str, list[tuple[int, str]]]
+) -> list[str] | None:
+    """The tiers from `start` back to `goal` along fallback references, or None."""
+    pending, seen = [(start, [start])], set()
+    while pending:
+        tier, path = pending.pop()
+        if tier == goal:
+            return path
+        if tier in seen:
+            continue
+        seen.add(tier)
+        pending.extend((target, [*path, target]) for _, target in edges.get(tier, ()))
+    return None

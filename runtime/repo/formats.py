@@ -10,7 +10,7 @@ shipped for editors (`amodal schema`).
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -28,6 +28,7 @@ from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
 from pydantic_core import CoreSchema
 
 from runtime.models import ModelTier
+from runtime.models.endpoints import PROVIDERS
 
 TONES: dict[str, str] = {
     "neutral": "Plain and even: state things directly, without flourish.",
@@ -99,7 +100,20 @@ class ModelPrice(Strict):
     cached_input: Usd | None = None
 
 
-class ModelBinding(Shorthand):
+MODEL_ENTRIES = ("main", "simple", "advanced")
+"""The keys of `models`: the session model and the two tiers that may be bound."""
+
+
+def _known_provider(provider: str | None) -> str | None:
+    if provider is not None and provider not in PROVIDERS:
+        known = ", ".join(repr(name) for name in PROVIDERS)
+        raise ValueError(f"unknown provider {provider!r}; known providers: {known}")
+    return provider
+
+
+class ModelEntry(Shorthand):
+    """A model: its name, and where it is called (`provider`, `baseUrl`, `apiKey`)."""
+
     model: Annotated[str, StringConstraints(min_length=1)]
     base_url: str | None = None
     api_key: SecretStr | None = None
@@ -109,7 +123,7 @@ class ModelBinding(Shorthand):
     price: ModelPrice | None = None
 
     @model_validator(mode="after")
-    def _room_to_answer(self) -> ModelBinding:
+    def _room_to_answer(self) -> Self:
         window, longest = self.context_window, self.max_output_tokens
         if window is not None and longest is not None and longest >= window:
             raise ValueError(
@@ -122,6 +136,72 @@ class ModelBinding(Shorthand):
     @classmethod
     def _from_name(cls, data: Any) -> Any:
         return {"model": data} if isinstance(data, str) else data
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, provider: str | None) -> str | None:
+        return _known_provider(provider)
+
+
+class FallbackEntry(Shorthand):
+    """One entry of a `fallback` list: a model (a name, or `{model, baseUrl?, apiKey?,
+    provider?}`), or `{"tier": NAME}`: that entry of `models`, with its own fallbacks."""
+
+    model: Annotated[str, StringConstraints(min_length=1)] | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    provider: str | None = None
+    context_window: Count | None = Field(default=None, ge=1_024, le=100_000_000)
+    max_output_tokens: Count | None = Field(default=None, ge=1, le=10_000_000)
+    price: ModelPrice | None = None
+    tier: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"model": data} if isinstance(data, str) else data
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, provider: str | None) -> str | None:
+        return _known_provider(provider)
+
+    @field_validator("tier")
+    @classmethod
+    def _tier(cls, tier: str | None) -> str | None:
+        if tier is not None and tier not in MODEL_ENTRIES:
+            known = ", ".join(repr(name) for name in MODEL_ENTRIES)
+            raise ValueError(f"unknown tier {tier!r}; known tiers: {known}")
+        return tier
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> FallbackEntry:
+        if self.tier is not None:
+            given = (self.model, self.base_url, self.api_key, self.provider, self.price)
+            if any(value is not None for value in given) or self.context_window:
+                raise ValueError('a tier reference is {"tier": NAME} alone')
+        elif self.model is None:
+            raise ValueError('a fallback entry names a model, or a tier as {"tier": NAME}')
+        return self
+
+    def entry(self) -> ModelEntry:
+        """This entry as a model entry (not for a tier reference)."""
+        assert self.model is not None
+        return ModelEntry.model_construct(
+            model=self.model,
+            base_url=self.base_url,
+            api_key=self.api_key,
+            provider=self.provider,
+            context_window=self.context_window,
+            max_output_tokens=self.max_output_tokens,
+            price=self.price,
+        )
+
+
+class ModelBinding(ModelEntry):
+    """An entry of `models`: a model entry, and the models to ask when it fails (SPEC 25)."""
+
+    fallback: tuple[FallbackEntry, ...] = ()
 
 
 class Models(Strict):

@@ -2,7 +2,8 @@
 
 `FunctionModel(fn)` answers in process (no HTTP): `fn(messages, tools)` returns a
 string or a step. `ScriptedModel` is the over-the-wire double, a scripted
-OpenAI-compatible model server:
+OpenAI-compatible model server, and `ScriptedAnthropic` its twin for Anthropic's
+Messages API; both take the same script:
 
     with ScriptedModel() as model:
         model.tool_call("lookup", {"id": 7}).reply("Found it.")
@@ -10,15 +11,22 @@ OpenAI-compatible model server:
         assert model.requests[0].tools == ["lookup"]
         model.assert_done()
 
-It speaks real HTTP on loopback (streaming SSE and plain JSON), so everything
-between the runtime and the wire, the `openai` SDK included, runs as in
-production. Pytest fixtures live in `runtime.testing.pytest_plugin`.
+They speak real HTTP on loopback (streaming SSE and plain JSON), so everything
+between the runtime and the wire, the `openai` and `anthropic` SDKs included, runs as
+in production. Pytest fixtures live in `runtime.testing.pytest_plugin`.
 """
 
-from runtime.testing._server import RecordedRequest, Responder, ScriptedModel
+from runtime.testing._requests import RecordedRequest
+from runtime.testing._server import (
+    Responder,
+    ScriptedAnthropic,
+    ScriptedModel,
+    ScriptedServer,
+)
 from runtime.testing._steps import (
     ScriptedToolCall,
     Step,
+    cut_in_tool_call,
     cut_stream,
     error,
     hang,
@@ -37,9 +45,12 @@ __all__ = [
     "FunctionModel",
     "RecordedRequest",
     "Responder",
+    "ScriptedAnthropic",
     "ScriptedModel",
+    "ScriptedServer",
     "ScriptedToolCall",
     "Step",
+    "cut_in_tool_call",
     "cut_stream",
     "error",
     "hang",

@@ -1,88 +1,44 @@
-"""The scripted OpenAI-compatible model server: real HTTP on loopback, in a thread."""
+"""The scripted model servers: real HTTP on loopback, in a thread, one per wire format.
+
+`ScriptedModel` speaks OpenAI's Chat Completions (`_chat_wire`), `ScriptedAnthropic`
+Anthropic's Messages API (`_messages_wire`). Both take the same steps (`_steps`), inject
+the same faults and record the same way; a `RecordedRequest` shows its body as sent and,
+in `conversation`, as the runtime's model-neutral messages.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import re
 import selectors
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
+from runtime.testing._chat_wire import ChatWire
+from runtime.testing._messages_wire import MessagesWire
+from runtime.testing._requests import RecordedRequest
 from runtime.testing._steps import (
     ScriptedToolCall,
     Step,
-    content_text,
     cut_stream,
     error,
     raw_arguments,
     reply,
-    token_counts,
     tool_call,
     tool_calls,
 )
+from runtime.testing._wire import Call, Wire
 
 Responder = Callable[["RecordedRequest"], "Step | str"]
 """Answers a request when the queue is empty; a plain string means `reply(text)`."""
-
-_MAX_TEXT_DELTAS = 8
-_ARGUMENT_FRAGMENTS = 3
-_WORDS = re.compile(r"\s*\S+\s*|\s+")
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """One chat-completions request as the server received it."""
-
-    path: str
-    headers: Mapping[str, str]
-    """Header names lower-cased."""
-    body: Mapping[str, Any]
-    """The parsed JSON body."""
-    connection: str = ""
-    """The client's `host:port`: requests on one kept-alive connection share it."""
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return list(self.body.get("messages") or [])
-
-    @property
-    def system(self) -> str | None:
-        """The text of the first system message, or None."""
-        for message in self.messages:
-            if message.get("role") == "system":
-                return content_text(message.get("content"))
-        return None
-
-    @property
-    def tools(self) -> list[str]:
-        """The names of the tools offered, in the order sent."""
-        return [tool["function"]["name"] for tool in self.body.get("tools") or []]
-
-    @property
-    def model(self) -> str | None:
-        value = self.body.get("model")
-        return value if isinstance(value, str) else None
-
-    @property
-    def stream(self) -> bool:
-        return bool(self.body.get("stream"))
-
-    @property
-    def last_user(self) -> str | None:
-        """The text of the last user message, or None."""
-        for message in reversed(self.messages):
-            if message.get("role") == "user":
-                return content_text(message.get("content"))
-        return None
 
 
 @dataclass(slots=True)
@@ -91,8 +47,8 @@ class _Unexpected:
     reason: str
 
 
-class ScriptedModel:
-    """An OpenAI-compatible Chat Completions server that answers from a script.
+class ScriptedServer:
+    """A model server that answers from a script, in the wire format of a subclass.
 
     Queue steps with `reply`, `tool_call`, `tool_calls`, `raw_arguments`, `error`
     (or any `Step` with `enqueue`); each request consumes the next one, FIFO.
@@ -107,6 +63,8 @@ class ScriptedModel:
     `stall`, `junk_chunk`, `raw_arguments`); a hanging step ends when the server
     closes.
     """
+
+    wire: Wire
 
     def __init__(
         self, latency: float = 0.0, *, stream_delay: float = 0.0, unexpected_status: int = 500
@@ -175,8 +133,8 @@ class ScriptedModel:
 
     @property
     def base_url(self) -> str:
-        """The OpenAI-style base URL, `http://127.0.0.1:PORT/v1`."""
-        return f"http://127.0.0.1:{self.port}/v1"
+        """Where a client is pointed: `http://127.0.0.1:PORT` (a subclass adds its prefix)."""
+        return f"http://127.0.0.1:{self.port}"
 
     # ------------------------------------------------------------ scripting
 
@@ -308,7 +266,7 @@ class _ScriptedHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, model: ScriptedModel) -> None:
+    def __init__(self, model: ScriptedServer) -> None:
         self.model = model
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
@@ -366,8 +324,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/v1/models":
-            self._send_json(200, {"object": "list", "data": [_model_entry("scripted")]})
+        wire = self.server.model.wire
+        if self.path.rstrip("/") == wire.models_route:
+            self._send_json(200, wire.models())
         else:
             self._send_error(404, f"no route GET {self.path}")
 
@@ -376,7 +335,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length)
         headers = {name.lower(): value for name, value in self.headers.items()}
         model = self.server.model
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        wire = model.wire
+        if self.path.rstrip("/") != wire.route:
             self._send_error(404, f"no route POST {self.path}")
             return
         try:
@@ -384,11 +344,17 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
         except ValueError as e:
-            model._record_unexpected(RecordedRequest(self.path, headers, {}), f"bad body: {e}")
+            request = RecordedRequest(self.path, headers, {}, provider=wire.provider)
+            model._record_unexpected(request, f"bad body: {e}")
             self._send_error(400, f"invalid JSON body: {e}")
             return
         host, port = self.client_address[:2]
-        request = RecordedRequest(self.path, headers, body, f"{host}:{port}")
+        request = RecordedRequest(self.path, headers, body, f"{host}:{port}", wire.provider)
+        refused = wire.refusal(body)
+        if refused is not None:  # what the real API refuses fails the test, loudly
+            model._record_unexpected(request, f"the real API would refuse it: {refused}")
+            self._send_error(400, refused)
+            return
         with model._tracking():
             step = model._next_step(request)
             if model.latency:
@@ -411,28 +377,27 @@ class _Handler(BaseHTTPRequestHandler):
         if step.status != 200:
             self._send_error(step.status, step.message)
             return
-        calls = [
+        calls: list[Call] = [
             (call.id or model._next_call_id(), call.name, call.arguments)
             for call in step.tool_calls
         ]
-        usage = _usage(request, step)
-        name = step.model or request.model or "scripted"
-        if request.stream:
-            include_usage = bool((request.body.get("stream_options") or {}).get("include_usage"))
-            events = _stream_events(name, step, calls, usage if include_usage else None)
-            text_end = 1 + len(_split_text(step.text))  # the role chunk, then the text
-            if step.junk is not None:
-                events.insert(text_end, b"data: " + step.junk.encode() + b"\n\n")
-                text_end += 1
-            if step.cut:
-                # The role and text chunks only: no finish, no usage, no [DONE], no last chunk.
-                events = events[:text_end]
-            elif step.unfinished:
-                # Everything but the finish chunk, the usage and [DONE]; the response ends.
-                events = events[: text_end + _tool_call_chunks(calls)]
-            self._send_stream(events, cut=step.cut, pause_after=text_end, pause=step.stall)
-        else:
-            self._send_completion(name, step, calls, usage)
+        if not request.stream:
+            self._send_completion(model.wire.completion(request, step, calls), step)
+            return
+        plan = model.wire.stream(request, step, calls)
+        events, text_end = list(plan.events), plan.text_end
+        if step.junk is not None:
+            events.insert(text_end, b"data: " + step.junk.encode() + b"\n\n")
+            text_end += 1
+        shift = 1 if step.junk is not None else 0
+        dropped = step.cut or step.cut_in_call
+        if step.cut:  # the text only: nothing that says the answer is over
+            events = events[:text_end]
+        elif step.cut_in_call:  # into the first tool call's arguments, then the line drops
+            events = events[: plan.mid_call + shift]
+        elif step.unfinished:  # everything but what says the answer is over; a clean end
+            events = events[: plan.calls_end + shift]
+        self._send_stream(events, cut=dropped, pause_after=text_end, pause=step.stall)
 
     def _send_json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
@@ -443,53 +408,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_error(self, status: int, message: str) -> None:
-        kind = "rate_limit_error" if status == 429 else "scripted_error"
-        self._send_json(
-            status, {"error": {"message": message, "type": kind, "param": None, "code": None}}
-        )
+        self._send_json(status, self.server.model.wire.error_body(status, message))
 
-    def _send_completion(
-        self, name: str, step: Step, calls: list[tuple[str, str, str]], usage: dict[str, Any]
-    ) -> None:
-        message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
-        if calls:
-            message["tool_calls"] = [
-                {"id": call_id, "type": "function", "function": {"name": fn, "arguments": args}}
-                for call_id, fn, args in calls
-            ]
-        payload = {
-            "id": f"chatcmpl-{id(step):x}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": name,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": None if step.unfinished else step.finish_reason,
-                    "logprobs": None,
-                }
-            ],
-            "usage": usage,
-        }
+    def _send_completion(self, payload: dict[str, Any], step: Step) -> None:
+        """A non-streamed answer: the JSON, its junk instead, or half of it (`cut`)."""
         if step.junk is not None:
             data = step.junk.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return
-        if not step.cut:
-            self._send_json(200, payload)
-            return
-        data = json.dumps(payload).encode()
+        else:
+            data = json.dumps(payload).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data[: len(data) // 2])
-        self.close_connection = True
+        if step.cut or step.cut_in_call:
+            self.wfile.write(data[: len(data) // 2])
+            self.close_connection = True
+        else:
+            self.wfile.write(data)
 
     def _send_stream(
         self, events: list[bytes], *, cut: bool, pause_after: int, pause: float
@@ -521,77 +456,51 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-def _stream_events(
-    name: str, step: Step, calls: list[tuple[str, str, str]], usage: dict[str, Any] | None
-) -> list[bytes]:
-    """The SSE events of a streamed answer: role, text deltas, tool-call deltas, finish, usage."""
-    created = int(time.time())
-    ident = f"chatcmpl-{id(step):x}"
+class ScriptedModel(ScriptedServer):
+    """A scripted OpenAI-compatible Chat Completions server (`POST /v1/chat/completions`).
 
-    def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
-        chunk = {
-            "id": ident,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": name,
-            "choices": choices,
-            **extra,
-        }
-        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+    Point `OPENAI_BASE_URL` (or an `openai` client) at `base_url`. `path` moves the API
+    (`/v1beta/openai` as Gemini's, `/api/v1` as OpenRouter's); `quirks` plays what a
+    provider does differently (`runtime.testing._chat_wire.QUIRKS`)."""
 
-    def delta(content: dict[str, Any], finish: str | None = None) -> bytes:
-        return event([{"index": 0, "delta": content, "finish_reason": finish, "logprobs": None}])
+    def __init__(
+        self,
+        latency: float = 0.0,
+        *,
+        stream_delay: float = 0.0,
+        unexpected_status: int = 500,
+        path: str = "/v1",
+        quirks: Iterable[str] = (),
+    ) -> None:
+        super().__init__(latency, stream_delay=stream_delay, unexpected_status=unexpected_status)
+        self._chat = ChatWire(path, frozenset(quirks))
+        self.wire = self._chat
 
-    events = [delta({"role": "assistant", "content": ""})]
-    events.extend(delta({"content": piece}) for piece in _split_text(step.text))
-    for index, (call_id, fn, arguments) in enumerate(calls):
-        first = {"name": fn, "arguments": ""}
-        head = {"index": index, "id": call_id, "type": "function", "function": first}
-        events.append(delta({"tool_calls": [head]}))
-        for piece in _split_evenly(arguments, _ARGUMENT_FRAGMENTS):
-            events.append(
-                delta({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-            )
-    events.append(delta({}, step.finish_reason))
-    if usage is not None:
-        events.append(event([], usage=usage))
-    events.append(b"data: [DONE]\n\n")
-    return events
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL, `http://127.0.0.1:PORT/v1` (or the `path` given)."""
+        return f"http://127.0.0.1:{self.port}{self._chat.path}"
 
 
-def _tool_call_chunks(calls: list[tuple[str, str, str]]) -> int:
-    """How many events `_stream_events` sends for these tool calls."""
-    return sum(1 + len(_split_evenly(arguments, _ARGUMENT_FRAGMENTS)) for _, _, arguments in calls)
+class ScriptedAnthropic(ScriptedServer):
+    """A scripted Anthropic Messages API server (`POST /v1/messages`), streaming the real
+    SSE event sequence, refusing what the real API refuses, simulating its prompt cache.
 
+    Point a model entry with `"provider": "anthropic"` (its `baseUrl`, or
+    `ANTHROPIC_BASE_URL`) or an `anthropic` client at `base_url`. A prefix shorter than
+    `cache_min_tokens` is never cached (the real API's minimum is 1,024 tokens or more,
+    by model; 0 here, so a test's short prompt is cached)."""
 
-def _split_text(text: str) -> list[str]:
-    """Text as up to eight deltas, cut at word boundaries (the way models stream)."""
-    words = _WORDS.findall(text)
-    if not words:
-        return []
-    size = -(-len(words) // _MAX_TEXT_DELTAS)
-    return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
-
-
-def _split_evenly(text: str, parts: int) -> list[str]:
-    if not text:
-        return []
-    size = max(1, -(-len(text) // parts))
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _usage(request: RecordedRequest, step: Step) -> dict[str, Any]:
-    usage = token_counts(request.messages, step)
-    return {
-        "prompt_tokens": usage.input_tokens,
-        "completion_tokens": usage.output_tokens,
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-    }
-
-
-def _model_entry(name: str) -> dict[str, Any]:
-    return {"id": name, "object": "model", "created": 0, "owned_by": "amodal-testing"}
+    def __init__(
+        self,
+        latency: float = 0.0,
+        *,
+        stream_delay: float = 0.0,
+        unexpected_status: int = 500,
+        cache_min_tokens: int = 0,
+    ) -> None:
+        super().__init__(latency, stream_delay=stream_delay, unexpected_status=unexpected_status)
+        self.wire = MessagesWire(cache_min_tokens)  # its own prompt cache
 
 
 def _describe(step: Step) -> str:

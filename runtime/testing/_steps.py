@@ -27,7 +27,7 @@ class Step:
     A success (`status` 200) carries text, tool calls or both; an error step
     carries an HTTP status and a message, sent as an OpenAI-style error body.
     The other fields inject the faults of real providers (build them with
-    `cut_stream`, `unfinished`, `hang`, `stall` and `junk_chunk`, or vary any
+    `cut_stream`, `cut_in_tool_call`, `unfinished`, `hang`, `stall` and `junk_chunk`, or vary any
     step with `dataclasses.replace(reply("hi"), model="gpt-x-2025")`).
     """
 
@@ -37,6 +37,9 @@ class Step:
     message: str = ""
     cut: bool = False
     """Stream the text, then drop the connection without ending the response."""
+    cut_in_call: bool = False
+    """Stream the text and the first tool call up to the middle of its arguments, then drop
+    the connection (a stream cut inside a tool-use block)."""
     unfinished: bool = False
     """End the response cleanly after the text and tool-call chunks, but without the
     finish reason, the usage and `[DONE]` (a stream closed early by a proxy)."""
@@ -106,6 +109,14 @@ def error(status: int, message: str = "scripted error") -> Step:
 def cut_stream(text: str) -> Step:
     """Stream `text`, then drop the connection before the response is complete."""
     return Step(text=text, cut=True)
+
+
+def cut_in_tool_call(step: Step) -> Step:
+    """`step`'s text and its first tool call up to the middle of the call's arguments, then
+    the connection drops: a call that must never run half-sent."""
+    if not step.tool_calls:
+        raise ValueError("cut_in_tool_call() needs a step with a tool call")
+    return replace(step, cut_in_call=True)
 
 
 def unfinished(step: Step) -> Step:

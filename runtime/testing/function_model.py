@@ -8,11 +8,15 @@
     async with Runtime.open(repo, model=FunctionModel(answer)) as rt:
         assert (await rt.chat("Find 7")).text == "Found it."
 
-No HTTP and no server: `fn` gets each call's messages (Chat Completions dicts) and
-offered tools (`{"type": "function", "function": {name, description, parameters}}`)
-and returns a string (a text reply) or one of the steps `ScriptedModel` takes
-(`reply`, `tool_call`, `tool_calls`, `raw_arguments`, `error`). It may be async.
-Every call is kept in `calls`; token counts are the scripted model's (characters // 4).
+No HTTP and no server: `fn` gets each call's messages and offered tools in Chat
+Completions' shape, exactly what an OpenAI-compatible endpoint would be sent
+(`runtime.models.chat_completions`: `{"role", "content", "tool_calls",
+"tool_call_id"}` dicts, and `{"type": "function", "function": {name, description,
+parameters}}`), whichever provider the repo configures, and returns a string (a text
+reply) or one of the steps `ScriptedModel` takes (`reply`, `tool_call`, `tool_calls`,
+`raw_arguments`, `error`). It may be async. Every call is kept in `calls` (the same
+dicts; `neutral` holds the runtime's own messages); token counts are the scripted
+model's (characters // 4).
 """
 
 from __future__ import annotations
@@ -21,21 +25,27 @@ import copy
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from runtime.exceptions import ModelError
-from runtime.models import Message, ModelReply, ModelSettings, ToolCallRequest, ToolSchema
+from runtime.models import Message, ModelReply, ModelSettings, ToolCallRequest, ToolSpec
+from runtime.models.chat_completions import ChatMessage, chat_messages, chat_tools
 from runtime.testing._steps import Step, reply, token_counts
 
-Answer = Callable[[list[Message], list[ToolSchema]], "str | Step | Awaitable[str | Step]"]
+ToolSchema = dict[str, Any]
+"""A Chat Completions `tools` entry."""
+Answer = Callable[[list[ChatMessage], list[ToolSchema]], "str | Step | Awaitable[str | Step]"]
 
 
 @dataclass(frozen=True, slots=True)
 class FunctionCall:
-    """One call a FunctionModel answered: what it was sent."""
+    """One call a FunctionModel answered: what it was sent (in Chat Completions' shape)."""
 
-    messages: list[Message]
+    messages: list[ChatMessage]
     tools: list[ToolSchema]
     settings: ModelSettings
+    neutral: tuple[Message, ...] = ()
+    """The same messages as the runtime made them (`runtime.models.messages`)."""
 
     @property
     def tool_names(self) -> list[str]:
@@ -57,14 +67,14 @@ class FunctionModel:
     async def stream(
         self,
         messages: Sequence[Message],
-        tools: Sequence[ToolSchema] | None,
+        tools: Sequence[ToolSpec] | None,
         settings: ModelSettings,
         *,
         cache_key: str | None = None,
     ) -> AsyncIterator[str | ModelReply]:
-        sent = copy.deepcopy(list(messages))  # the function may keep or change what it gets
-        offered = copy.deepcopy(list(tools or ()))
-        self.calls.append(FunctionCall(sent, offered, settings))
+        sent = chat_messages(messages)
+        offered = copy.deepcopy(chat_tools(tools or ()))  # the tools' schemas stay theirs
+        self.calls.append(FunctionCall(sent, offered, settings, tuple(messages)))
         answer = self._fn(copy.deepcopy(sent), copy.deepcopy(offered))
         if inspect.isawaitable(answer):
             answer = await answer
@@ -81,6 +91,7 @@ class FunctionModel:
                 reason=f"HTTP {step.status}: {step.message}",
                 status=step.status,
                 attempts=1,
+                transient=step.status == 429 or step.status >= 500,
             )
         if step.text:
             yield step.text

@@ -14,6 +14,7 @@ from typing import Any
 
 from runtime._jsonschema import ArgumentCheck, argument_check
 from runtime.exceptions import ToolError
+from runtime.models.messages import ToolSpec
 from runtime.repo.bundle import Bundle
 from runtime.surface.resolution import Surface, SurfaceContext
 
@@ -58,16 +59,9 @@ class Tool:
     `ctx.call_subagent`): the root run then streams their events while it runs."""
     _check: list[ArgumentCheck] = field(default_factory=list, compare=False, repr=False)
 
-    def schema(self) -> dict[str, Any]:
-        """The Chat Completions `tools` entry."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": dict(self.parameters),
-            },
-        }
+    def spec(self) -> ToolSpec:
+        """The tool as a model is offered it (each model client puts it in its own shape)."""
+        return ToolSpec(self.name, self.description, self.parameters)
 
     def needs_confirmation(self, arguments: object) -> bool:
         """True when this call waits for a person (arguments that do not fit never do: the

@@ -25,6 +25,7 @@ import anyio
 
 from runtime.exceptions import ToolError
 from runtime.models import ModelTier
+from runtime.models.messages import TextPart, UserMessage
 from runtime.repo.bundle import Bundle
 from runtime.repo.registry import CALL_SUBAGENT
 from runtime.surface.prompt import list_item
@@ -215,20 +216,18 @@ def call_subagent_tool(
 
 def task_message(
     task: Mapping[str, Any], attachments: Sequence[Mapping[str, Any]] = ()
-) -> str | list[dict[str, Any]]:
+) -> UserMessage:
     """The specialist's only user message: the task, its input as a fenced JSON block, and
     any attachments a composite tool forwards as extra parts (text inline, other kinds as
     descriptors: their bytes never enter a prompt)."""
     text = str(task["task"])
     if task.get("input") is not None:
         text += "\n\n```json\n" + json.dumps(task["input"], indent=2, ensure_ascii=False) + "\n```"
-    if not attachments:
-        return text
-    parts = [{"type": "text", "text": text}]
+    parts = [TextPart(text)]
     for item in attachments:
         if item["type"] == "text":
-            parts.append({"type": "text", "text": item["text"]})
+            parts.append(TextPart(item["text"]))
         else:
             described = json.dumps(dict(item), ensure_ascii=False)
-            parts.append({"type": "text", "text": f"Attachment (content not shown): {described}"})
-    return parts
+            parts.append(TextPart(f"Attachment (content not shown): {described}"))
+    return UserMessage(tuple(parts))

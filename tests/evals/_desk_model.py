@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.models import AssistantMessage, UserMessage
 from runtime.testing import RecordedRequest, Step, tool_call
 
 DRAFT = "Solar output at plant A rose to 4.2 MW in May. The May ops report is the source."
@@ -135,8 +136,8 @@ PLAYS = (
 
 def desk_responder(request: RecordedRequest) -> Step | str:
     """The answer to one chat request of the example agents (a `ScriptedModel` responder)."""
-    messages = request.messages
-    last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    messages = request.conversation  # the same on either provider's wire
+    last = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
     text = request.last_user or ""
     plays = [play for play in PLAYS if play.trigger in text]
     if not plays:
@@ -145,7 +146,7 @@ def desk_responder(request: RecordedRequest) -> Step | str:
     offered = set(request.tools)
     steps = [step for step in play.steps if step[0] in offered]
     rounds = sum(
-        1 for m in messages[last + 1 :] if m.get("role") == "assistant" and m.get("tool_calls")
+        1 for m in messages[last + 1 :] if isinstance(m, AssistantMessage) and m.tool_calls
     )
     if rounds < len(steps):
         name, arguments = steps[rounds]

@@ -9,7 +9,7 @@ import pytest
 from runtime.exceptions import ModelConfigError
 from runtime.models.endpoints import ModelEndpoint, display_url
 from runtime.repo.formats import RepoConfig
-from runtime.repo.model_bindings import resolve_endpoint
+from runtime.repo.model_bindings import resolve_chain, resolve_endpoint
 
 SECRET = "sk-test-7f3a9c1e-never-print-me"
 
@@ -126,3 +126,103 @@ def test_a_tier_key_without_its_own_url_goes_to_the_session_endpoint() -> None:
     assert resolve_endpoint(config(models), "simple", env) == ModelEndpoint(
         "small-m", "http://e/v1", "sk-simple"
     )
+
+
+# ---------------------------------------------------------------- providers and fallbacks
+
+ANTHROPIC_KEY = "sk-ant-test-0b9d-never-print-me"
+OPENAI_ENV = {"OPENAI_BASE_URL": "http://openai.local/v1", "OPENAI_API_KEY": SECRET}
+
+
+def chain(models: dict[str, Any], tier: Any = "default", env: Any = None) -> list[ModelEndpoint]:
+    found = resolve_chain(config(models), tier, env or {})
+    assert found is not None
+    return list(found)
+
+
+def test_an_anthropic_session_model_goes_to_anthropic_and_never_gets_the_openai_key() -> None:
+    models = {"main": {"model": "claude-x", "provider": "anthropic"}}
+    env = {**OPENAI_ENV, "ANTHROPIC_API_KEY": ANTHROPIC_KEY}
+    assert chain(models, env=env) == [
+        ModelEndpoint("claude-x", "https://api.anthropic.com", ANTHROPIC_KEY, "anthropic")
+    ]
+    # Configured by naming the provider: no key anywhere still calls (and fails with a 401).
+    assert chain(models) == [
+        ModelEndpoint("claude-x", "https://api.anthropic.com", None, "anthropic")
+    ]
+
+
+def test_anthropics_variables_override_its_entry_as_openais_do() -> None:
+    models = {
+        "main": {
+            "model": "claude-x",
+            "provider": "anthropic",
+            "baseUrl": "http://proxy/anthropic",
+            "apiKey": "sk-file",
+        }
+    }
+    assert chain(models) == [
+        ModelEndpoint("claude-x", "http://proxy/anthropic", "sk-file", "anthropic")
+    ]
+    env = {"ANTHROPIC_BASE_URL": "http://env/anthropic", "ANTHROPIC_API_KEY": ANTHROPIC_KEY}
+    assert chain(models, env={**env, "MODEL_MAIN": "claude-y"}) == [
+        ModelEndpoint("claude-y", "http://env/anthropic", ANTHROPIC_KEY, "anthropic")
+    ]
+
+
+def test_a_tier_takes_the_session_provider_unless_it_names_another() -> None:
+    models = {
+        "main": {"model": "claude-x", "provider": "anthropic", "apiKey": ANTHROPIC_KEY},
+        "simple": "claude-small",
+        "advanced": {"model": "gpt-big", "provider": "openai"},
+    }
+    assert chain(models, "simple", OPENAI_ENV) == [
+        ModelEndpoint("claude-small", "https://api.anthropic.com", ANTHROPIC_KEY, "anthropic")
+    ]
+    # Another provider: its own variables, never the session's Anthropic key.
+    assert chain(models, "advanced", OPENAI_ENV) == [
+        ModelEndpoint("gpt-big", "http://openai.local/v1", SECRET, "openai")
+    ]
+
+
+def test_a_fallback_name_is_another_model_at_the_same_endpoint() -> None:
+    models = {
+        "main": {
+            "model": "claude-x",
+            "provider": "anthropic",
+            "apiKey": ANTHROPIC_KEY,
+            "fallback": ["claude-y", {"model": "gpt-x", "provider": "openai"}],
+        }
+    }
+    assert chain(models, env=OPENAI_ENV) == [
+        ModelEndpoint("claude-x", "https://api.anthropic.com", ANTHROPIC_KEY, "anthropic"),
+        ModelEndpoint("claude-y", "https://api.anthropic.com", ANTHROPIC_KEY, "anthropic"),
+        ModelEndpoint("gpt-x", "http://openai.local/v1", SECRET, "openai"),
+    ]
+
+
+def test_a_fallback_tier_brings_its_own_fallbacks_and_nothing_twice() -> None:
+    models = {
+        "main": {"model": "m", "fallback": [{"tier": "simple"}, "last"]},
+        "simple": {"model": "s", "baseUrl": "http://s/v1", "fallback": ["s2", "last"]},
+        "advanced": {"model": "a", "fallback": [{"tier": "main"}]},
+    }
+    assert [(e.model, e.base_url) for e in chain(models, env=OPENAI_ENV)] == [
+        ("m", "http://openai.local/v1"),
+        ("s", "http://s/v1"),
+        ("s2", "http://s/v1"),
+        ("last", "http://s/v1"),  # simple's: placed at simple's endpoint
+        ("last", "http://openai.local/v1"),  # main's own: at main's
+    ]
+    # A tier's chain, through a reference back to main (validation refuses a full cycle).
+    assert [e.model for e in chain(models, "advanced", OPENAI_ENV)] == [
+        "a", "m", "s", "s2", "last", "last"
+    ]  # fmt: skip
+
+
+def test_a_cycle_that_skipped_validation_still_ends() -> None:
+    models = {
+        "main": {"model": "m", "fallback": [{"tier": "simple"}]},
+        "simple": {"model": "s", "fallback": [{"tier": "main"}]},
+    }
+    assert [e.model for e in chain(models, env=OPENAI_ENV)] == ["m", "s"]

@@ -17,7 +17,20 @@ import pytest
 
 from runtime.events import Usage
 from runtime.exceptions import ModelError
-from runtime.models import Model, ModelReply, ModelSettings, ToolCallRequest
+from runtime.models import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    Model,
+    ModelReply,
+    ModelSettings,
+    SystemMessage,
+    TextPart,
+    ToolCallRequest,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
 from runtime.models.endpoints import (
     ModelEndpoint,
     accepts_prompt_cache_key,
@@ -28,7 +41,7 @@ from runtime.testing import ScriptedModel, junk_chunk, reply, stall, tool_call, 
 pytestmark = pytest.mark.anyio
 
 SECRET = "sk-test-7f3a9c1e-never-print-me"
-USER = [{"role": "user", "content": "What is the weather in Paris today?"}]
+USER: list[Message] = [UserMessage.of("What is the weather in Paris today?")]
 
 
 @pytest.fixture
@@ -44,7 +57,7 @@ def client_for(server: ScriptedModel, **options: Any) -> OpenAIModel:
 
 
 async def collect(
-    client: Model, messages: list[dict[str, Any]] = USER, **kwargs: Any
+    client: Model, messages: list[Message] = USER, **kwargs: Any
 ) -> tuple[list[str], ModelReply]:
     tools = kwargs.pop("tools", None)
     settings = kwargs.pop("settings", ModelSettings())
@@ -162,7 +175,7 @@ async def test_malformed_tool_arguments_are_passed_through_raw(model: ScriptedMo
 
 async def test_usage_is_parsed_from_the_final_chunk(model: ScriptedModel) -> None:
     model.enqueue(reply("twelve chars", cached_tokens=5))
-    messages = [{"role": "system", "content": "s" * 40}, {"role": "user", "content": "u" * 60}]
+    messages: list[Message] = [SystemMessage("s" * 40), UserMessage.of("u" * 60)]
     async with client_for(model) as client:
         _, final = await collect(client, messages)
     # The scripted server counts characters // 4.
@@ -182,16 +195,23 @@ async def test_reply_records_the_model_the_response_names(model: ScriptedModel) 
 
 
 async def test_tools_and_model_settings_are_sent_as_given(model: ScriptedModel) -> None:
-    tool = {
-        "type": "function",
-        "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}},
-    }
+    tool = ToolSpec("lookup", "Look it up.", {"type": "object", "properties": {}})
     model.reply("ok").reply("no tools")
     async with client_for(model) as client:
         await collect(client, tools=[tool], settings=ModelSettings(temperature=0.2, max_tokens=64))
         await collect(client)
     first, second = model.requests
     assert first.tools == ["lookup"]
+    assert first.body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": "Look it up.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
     assert (first.body["temperature"], first.body["max_tokens"]) == (0.2, 64)
     assert "tools" not in second.body
     # Unset settings are left to the endpoint's defaults, never sent as null.
@@ -211,24 +231,70 @@ async def test_a_client_of_your_own_is_used_and_left_open(model: ScriptedModel) 
     assert model.requests[0].model == "my-model"
 
 
-async def test_null_content_of_assistant_tool_call_messages_is_sent_as_empty_string(
+async def test_the_neutral_messages_are_sent_in_chat_completions_shape(
     model: ScriptedModel,
 ) -> None:
-    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    messages = [
+    messages: list[Message] = [
+        SystemMessage("You help."),
         *USER,
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "c1", "content": "{}"},
-        {"role": "assistant", "content": None},
+        AssistantMessage("", (ToolCallRequest("c1", "f", '{"x": 1}'),)),
+        ToolResultMessage("c1", "f", '{"ok": true}'),
+        SystemMessage("Today is Monday."),
+        UserMessage((TextPart("And this?"), ImagePart("image/png", "aGk="))),
     ]
     model.reply("done")
     async with client_for(model) as client:
         await collect(client, messages)
+    assert model.requests[0].messages == [
+        {"role": "system", "content": "You help."},
+        {"role": "user", "content": "What is the weather in Paris today?"},
+        {  # "" rather than null: some servers reject a null content
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'},
+        {"role": "system", "content": "Today is Monday."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "And this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGk="}},
+            ],
+        },
+    ]
+
+
+async def test_a_tool_results_images_follow_the_results_in_a_user_message(
+    model: ScriptedModel,
+) -> None:
+    calls = (ToolCallRequest("c1", "chart", "{}"), ToolCallRequest("c2", "note", "{}"))
+    messages: list[Message] = [
+        *USER,
+        AssistantMessage("", calls),
+        ToolResultMessage(
+            "c1", "chart", '{"drawn": true}', images=(ImagePart("image/png", "aGk="),)
+        ),
+        ToolResultMessage("c2", "note", '"noted"'),
+    ]
+    model.reply("A chart.")
+    async with client_for(model) as client:
+        await collect(client, messages)
     sent = model.requests[0].messages
-    assert sent[1]["content"] == ""
-    assert sent[1]["tool_calls"] == [call]
-    assert sent[3]["content"] is None  # no tool calls: left as written
-    assert messages[1]["content"] is None  # the caller's list is not changed
+    # A tool message takes text only: both results first, then the image, said whose it is.
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool", "user"]
+    assert sent[4]["content"] == [
+        {"type": "text", "text": "Images of the result of chart (c1):"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGk="}},
+    ]
+
+
+async def test_a_dict_instead_of_a_message_is_a_clear_type_error(model: ScriptedModel) -> None:
+    async with client_for(model) as client:
+        with pytest.raises(TypeError, match=r"runtime.models messages .* not dict"):
+            client.stream([{"role": "user", "content": "hi"}], None)  # type: ignore[list-item]
 
 
 async def test_prompt_cache_key_is_not_sent_to_other_endpoints(model: ScriptedModel) -> None:
@@ -461,7 +527,7 @@ async def test_concurrent_calls_are_in_flight_together() -> None:
         results: dict[int, str] = {}
 
         async def ask(client: OpenAIModel, n: int) -> None:
-            _, final = await collect(client, [{"role": "user", "content": str(n)}])
+            _, final = await collect(client, [UserMessage.of(str(n))])
             results[n] = final.text
 
         async with client_for(slow) as client, anyio.create_task_group() as group:
@@ -492,7 +558,7 @@ async def test_an_empty_stream_is_a_model_error_not_a_silent_empty_reply() -> No
     endpoint = ModelEndpoint("m", f"http://127.0.0.1:{port}/v1", "k")
     async with OpenAIModel.for_endpoint(endpoint, backoff=0.01) as client:
         with pytest.raises(ModelError, match="without an answer"):
-            async for _ in client.stream([{"role": "user", "content": "hi"}], None):
+            async for _ in client.stream([UserMessage.of("hi")], None):
                 pass
     thread.join(timeout=5)
     listener.close()

@@ -186,3 +186,43 @@ async def test_no_prompt_cache_key_is_sent_to_an_endpoint_other_than_openai(
     for request in scripted_model.requests:
         assert "prompt_cache_key" not in request.body
         assert request.stream is True
+
+
+ANTHROPIC_REPO = {
+    "amodal.json": {
+        "name": "r",
+        "version": "1",
+        "models": {"main": "gpt-x", "advanced": {"model": "claude-x", "provider": "anthropic"}},
+    }
+}
+
+
+async def test_an_anthropic_entry_without_the_extra_fails_at_start_with_the_pip_command(
+    make_repo: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from runtime import Runtime
+    from runtime.exceptions import ModelConfigError
+
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if the extra were missing
+    with pytest.raises(ModelConfigError) as caught:
+        async with Runtime.open(make_repo(ANTHROPIC_REPO), database=":memory:"):
+            pass  # never reached: the runtime does not open
+    assert "pip install 'amodal-runtime[anthropic]'" in str(caught.value)
+
+
+def test_amodal_chat_without_the_extra_says_how_to_install_it(
+    make_repo: Callable[..., Path], amodal: Callable[..., Any], tmp_path: Path
+) -> None:
+    import os
+
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['anthropic'] = None\n")
+    repo = make_repo(ANTHROPIC_REPO)
+    path = os.pathsep.join([str(hide), os.environ.get("PYTHONPATH", "")])
+    result = amodal("--repo", str(repo), "chat", "hi", env={"PYTHONPATH": path})
+    assert result.code == 1, result.stderr
+    assert "provider 'anthropic' needs the 'anthropic' package" in result.stderr
+    assert "pip install 'amodal-runtime[anthropic]'" in result.stderr

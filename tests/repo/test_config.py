@@ -297,26 +297,112 @@ def test_misspelt_key_of_a_model_binding_suggests_the_camel_case_name(make_repo)
     assert "did you mean 'baseUrl'?" in error.message
 
 
-def test_non_openai_provider_without_base_url_is_a_warning(make_repo):
+def test_an_anthropic_model_entry_is_valid_without_a_base_url(make_repo):
     root = make_repo(
-        {CONFIG: config(models={"main": {"model": "claude", "provider": "anthropic"}})}
+        {CONFIG: config(models={"main": {"model": "claude-sonnet-4-5", "provider": "anthropic"}})}
     )
 
     result = valid(load(root))
 
-    [warning] = warnings_in(result, CONFIG)
-    assert warning.field == "models.main.provider"
-    assert "'anthropic'" in warning.message
-    assert "baseUrl" in warning.message
-
-
-def test_non_openai_provider_with_base_url_is_accepted_silently(make_repo):
-    binding = {"model": "m", "provider": "anthropic", "baseUrl": "http://proxy/v1"}
-    root = make_repo({CONFIG: config(models={"main": binding})})
-
-    result = valid(load(root))
-
     assert warnings_in(result, CONFIG) == []
+    assert result.bundle is not None and result.bundle.config.models.main is not None
+    assert result.bundle.config.models.main.provider == "anthropic"
+
+
+def test_an_unknown_provider_is_an_error_listing_the_known_ones(make_repo):
+    root = make_repo(
+        {CONFIG: config(models={"main": "gpt-4o", "simple": {"model": "g", "provider": "gemini"}})}
+    )
+
+    error = only_error(load(root))
+
+    assert error.field == "models.simple.provider"
+    assert error.line == line_of(root / CONFIG, '"provider": "gemini"')
+    assert "unknown provider 'gemini'" in error.message
+    assert "known providers: 'anthropic', 'openai'" in error.message
+
+
+def test_a_fallback_list_of_names_entries_and_tiers_is_valid(make_repo):
+    models = {
+        "main": {
+            "model": "claude-sonnet-4-5",
+            "provider": "anthropic",
+            "fallback": [
+                "claude-haiku-4-5",
+                {"model": "gpt-4.1", "provider": "openai", "apiKey": "sk-x"},
+                {"tier": "simple"},
+            ],
+        },
+        "simple": {"model": "gpt-4.1-mini", "provider": "openai"},
+    }
+    bundle = valid(load(make_repo({CONFIG: config(models=models)}))).bundle
+
+    assert bundle.config.models.main is not None
+    fallback = bundle.config.models.main.fallback
+    assert [(entry.model, entry.tier) for entry in fallback] == [
+        ("claude-haiku-4-5", None),
+        ("gpt-4.1", None),
+        (None, "simple"),
+    ]
+
+
+def test_a_fallback_naming_an_unknown_tier_is_an_error_with_its_line(make_repo):
+    models = {"main": {"model": "m", "fallback": ["backup", {"tier": "simpel"}]}}
+    root = make_repo({CONFIG: config(models=models)})
+
+    error = only_error(load(root))
+
+    assert error.field == "models.main.fallback[1].tier"
+    assert error.line == line_of(root / CONFIG, '"tier": "simpel"')
+    assert "unknown tier 'simpel'" in error.message and "'simple'" in error.message
+
+
+def test_a_fallback_to_a_tier_models_does_not_define_is_an_error(make_repo):
+    models = {"main": {"model": "m", "fallback": [{"tier": "advanced"}]}, "simple": "s"}
+    root = make_repo({CONFIG: config(models=models)})
+
+    error = only_error(load(root))
+
+    assert error.field == "models.main.fallback[0]"
+    assert error.line == line_of(root / CONFIG, '"tier": "advanced"')
+    assert "tier 'advanced'" in error.message and "defined: 'main', 'simple'" in error.message
+
+
+@pytest.mark.parametrize(
+    "models",
+    [
+        {"main": {"model": "m", "fallback": [{"tier": "main"}]}},
+        {
+            "main": {"model": "m", "fallback": ["other", {"tier": "simple"}]},
+            "simple": {"model": "s", "fallback": [{"tier": "advanced"}]},
+            "advanced": {"model": "a", "fallback": [{"tier": "main"}]},
+        },
+    ],
+    ids=["itself", "through two tiers"],
+)
+def test_a_fallback_cycle_is_one_error_at_its_first_entry(make_repo, models):
+    root = make_repo({CONFIG: config(models=models)})
+
+    error = only_error(load(root))
+
+    assert error.field.startswith("models.main.fallback[")
+    assert error.line == line_of(root / CONFIG, '"tier": ', 1)
+    assert "comes back to where it started: main -> " in error.message
+    assert error.message.endswith("-> main")
+
+
+def test_a_fallback_entry_with_its_own_fallback_or_a_mixed_tier_is_an_error(make_repo):
+    models = {
+        "main": {
+            "model": "m",
+            "fallback": [{"model": "b", "fallback": ["c"]}, {"tier": "main", "model": "x"}],
+        }
+    }
+    result = load(make_repo({CONFIG: config(models=models)}))
+
+    problems = {error.field: error.message for error in errors_in(result, CONFIG)}
+    assert "unknown key 'fallback'" in problems["models.main.fallback[0].fallback"]
+    assert 'a tier reference is {"tier": NAME} alone' in problems["models.main.fallback[1]"]
 
 
 def test_mcp_server_without_its_transport_fields_is_an_error(make_repo):

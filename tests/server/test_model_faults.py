@@ -20,6 +20,7 @@ from runtime.server import Authenticator, create_app
 from runtime.testing import (
     ScriptedModel,
     Step,
+    cut_in_tool_call,
     cut_stream,
     error,
     hang,
@@ -88,6 +89,13 @@ FAULTS: list[tuple[str, list[Step], str, str]] = [
     ("closed-after-text", [unfinished(reply("partial answer"))], "error", "was complete"),
     ("closed-after-tool-call", [unfinished(CHARGE)] * 2, "error", "was complete"),
     ("closed-after-tool-call-then-ok", [unfinished(CHARGE), reply("Recovered.")], "model_stop", ""),
+    ("cut-inside-tool-call", [cut_in_tool_call(CHARGE)] * 2, "error", "the stream broke"),
+    (
+        "cut-inside-tool-call-then-ok",
+        [cut_in_tool_call(CHARGE), reply("Recovered.")],
+        "model_stop",
+        "",
+    ),
     ("non-json-chunk", [junk_chunk("partial answer")], "error", "a chunk is not JSON"),
     (
         "error-event-in-stream",
