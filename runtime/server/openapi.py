@@ -167,14 +167,12 @@ def finish(document: dict[str, Any], bundle: Bundle, auth_required: bool) -> dic
     _spell_out_stores(document["paths"], bundle)
     for operations in document["paths"].values():
         for method, operation in operations.items():
-            _finish_operation(operation, auth_required)
-            if method.upper() in ("POST", "PUT", "PATCH", "DELETE"):  # the guard's cross_site
-                operation["responses"].setdefault("403", _error(403))
+            _finish_operation(operation, auth_required, changes=method.upper() != "GET")
     _no_nul(document)
     return document
 
 
-def _finish_operation(operation: dict[str, Any], auth_required: bool) -> None:
+def _finish_operation(operation: dict[str, Any], auth_required: bool, *, changes: bool) -> None:
     # A protocol face answers its errors in its protocol's shape (docs/protocols.md).
     errors = operation.pop("x-error-content", None) or {"application/json": {"schema": _ERROR_REF}}
     parameters = operation.get("parameters", [])
@@ -196,6 +194,8 @@ def _finish_operation(operation: dict[str, Any], auth_required: bool) -> None:
         responses["401"] = _error(401, errors)
     if "requestBody" in operation:
         responses["413"] = _error(413, errors)
+    if changes:  # the guard's cross_site refusal, in the route's own error shape
+        responses.setdefault("403", _error(403, errors))
     responses["422"] = _error(422, errors)
 
 

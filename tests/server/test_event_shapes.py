@@ -47,6 +47,9 @@ async def test_every_event_type_round_trips_between_the_wire_and_its_dataclass(
     wire += await api.chat(message="ask me", session_id=session, agent="writer")
     scripted_model.enqueue(error(400, "bad request"))
     wire += await api.chat(message="fail", session_id=session)
+    scripted_model.reply("A record of it.")  # the summary of a compaction by hand
+    compacted = await api.client.post(f"/sessions/{session}/compact", json={})
+    wire.append(compacted.json()["compaction"])
 
     assert {body["type"] for body in wire} == set(events.EVENT_TYPES)
     for body in wire:
