@@ -111,16 +111,27 @@ def _known_provider(provider: str | None) -> str | None:
     return provider
 
 
-class ModelEntry(Shorthand):
-    """A model: its name, and where it is called (`provider`, `baseUrl`, `apiKey`)."""
+class _ModelFields(Shorthand):
+    """What a model entry and a fallback entry share: where the model is called
+    (`provider`, `baseUrl`, `apiKey`) and what is known of it (SPEC 20)."""
 
-    model: Annotated[str, StringConstraints(min_length=1)]
+    model: Annotated[str, StringConstraints(min_length=1)] | None = None
     base_url: str | None = None
     api_key: SecretStr | None = None
     provider: str | None = None
     context_window: Count | None = Field(default=None, ge=1_024, le=100_000_000)
     max_output_tokens: Count | None = Field(default=None, ge=1, le=10_000_000)
     price: ModelPrice | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"model": data} if isinstance(data, str) else data
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, provider: str | None) -> str | None:
+        return _known_provider(provider)
 
     @model_validator(mode="after")
     def _room_to_answer(self) -> Self:
@@ -132,39 +143,18 @@ class ModelEntry(Shorthand):
             )
         return self
 
-    @model_validator(mode="before")
-    @classmethod
-    def _from_name(cls, data: Any) -> Any:
-        return {"model": data} if isinstance(data, str) else data
 
-    @field_validator("provider")
-    @classmethod
-    def _provider(cls, provider: str | None) -> str | None:
-        return _known_provider(provider)
+class ModelEntry(_ModelFields):
+    """A model: its name, where it is called, and what is known of it."""
+
+    model: Annotated[str, StringConstraints(min_length=1)]
 
 
-class FallbackEntry(Shorthand):
+class FallbackEntry(_ModelFields):
     """One entry of a `fallback` list: a model (a name, or `{model, baseUrl?, apiKey?,
-    provider?}`), or `{"tier": NAME}`: that entry of `models`, with its own fallbacks."""
+    provider?, ...}`), or `{"tier": NAME}`: that entry of `models`, with its own fallbacks."""
 
-    model: Annotated[str, StringConstraints(min_length=1)] | None = None
-    base_url: str | None = None
-    api_key: SecretStr | None = None
-    provider: str | None = None
-    context_window: Count | None = Field(default=None, ge=1_024, le=100_000_000)
-    max_output_tokens: Count | None = Field(default=None, ge=1, le=10_000_000)
-    price: ModelPrice | None = None
     tier: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_name(cls, data: Any) -> Any:
-        return {"model": data} if isinstance(data, str) else data
-
-    @field_validator("provider")
-    @classmethod
-    def _provider(cls, provider: str | None) -> str | None:
-        return _known_provider(provider)
 
     @field_validator("tier")
     @classmethod
@@ -177,8 +167,7 @@ class FallbackEntry(Shorthand):
     @model_validator(mode="after")
     def _one_kind(self) -> FallbackEntry:
         if self.tier is not None:
-            given = (self.model, self.base_url, self.api_key, self.provider, self.price)
-            if any(value is not None for value in given) or self.context_window:
+            if self.model_fields_set - {"tier"}:
                 raise ValueError('a tier reference is {"tier": NAME} alone')
         elif self.model is None:
             raise ValueError('a fallback entry names a model, or a tier as {"tier": NAME}')
@@ -188,13 +177,7 @@ class FallbackEntry(Shorthand):
         """This entry as a model entry (not for a tier reference)."""
         assert self.model is not None
         return ModelEntry.model_construct(
-            model=self.model,
-            base_url=self.base_url,
-            api_key=self.api_key,
-            provider=self.provider,
-            context_window=self.context_window,
-            max_output_tokens=self.max_output_tokens,
-            price=self.price,
+            **{name: getattr(self, name) for name in _ModelFields.model_fields}
         )
 
 
