@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from runtime.exceptions import RequestError
+from runtime.exceptions import AmodalError, RequestError
+
+T = TypeVar("T")
 
 
 class ApiError(Exception):
@@ -37,6 +40,16 @@ class TextJSONResponse(JSONResponse):
             return super().render(content)
         except UnicodeEncodeError:
             return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
+
+
+async def runtime_call(call: Awaitable[T]) -> T:
+    """Await a call of the runtime; a refusal becomes its HTTP answer, any other error a 500."""
+    try:
+        return await call
+    except RequestError:
+        raise
+    except AmodalError as error:
+        raise ApiError(500, "runtime_error", str(error)) from error
 
 
 def error_response(
@@ -76,13 +89,15 @@ def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at this path (the `Allow` header of a 405).
 
     Starlette answers 405 from the first route whose path matches, so its own header
-    would list that route's methods only; FastAPI has one route per method.
+    would list that route's methods only; FastAPI has one route per method. The routes of
+    included routers are reached through FastAPI's `iter_route_contexts` (`router.routes`
+    holds the routers, not their routes).
     """
     methods: set[str] = set()
-    for route in request.app.router.routes:
+    for route in iter_route_contexts(request.app.router.routes):
         match, _ = route.matches({**request.scope, "method": "GET"})
         if match != Match.NONE:
-            methods.update(getattr(route, "methods", None) or ())
+            methods.update(route.methods or ())
     return sorted(methods)
 
 

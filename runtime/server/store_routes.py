@@ -22,16 +22,15 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Header, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from runtime.exceptions import DocumentError
 from runtime.repo.bundle import Bundle, StoreDefinition
-from runtime.repo.reload import LiveBundle
-from runtime.server.auth import Authenticator
+from runtime.server.dependencies import RuntimeDep, operator
 from runtime.server.errors import ApiError
 from runtime.server.openapi import answers
-from runtime.storage import DocumentStorage, StoreDocument
+from runtime.storage import StoreDocument
 from runtime.stores import (
     check_key,
     check_query,
@@ -49,147 +48,111 @@ Scope = Annotated[
 ]
 
 
-def add_store_routes(
-    app: FastAPI, live: LiveBundle, storage: DocumentStorage, auth: Authenticator
-) -> None:
-    """Serve `/stores` on `app`, over the newest bundle of `live` and `storage`."""
+router = APIRouter(tags=["stores"], dependencies=[Depends(operator("use /stores"))])
 
-    def operator(authorization: str | None) -> None:
-        if not auth.caller(authorization).operator:
-            raise ApiError(403, "forbidden", "only an operator may use /stores")
 
-    @app.get("/stores", tags=["stores"], responses=answers(403))
-    async def list_stores(
-        scope: Scope = None, authorization: Annotated[str | None, Header()] = None
-    ) -> list[dict[str, Any]]:
-        operator(authorization)
-        bundle = live()
-        listed = []
-        for name in sorted(bundle.stores):
-            store = bundle.stores[name]
-            page = await storage.query_documents(
-                _scope(store, scope), name, check_query(store, limit=1)
-            )
-            listed.append({**store_json(store), "documents": page.total})
-        return listed
-
-    @app.get("/stores/{name}", tags=["stores"], responses=answers(403, 404))
-    async def query_documents(
-        name: str,
-        filter_: Annotated[str | None, Query(alias="filter")] = None,
-        sort: str | None = None,
-        limit: str | None = None,
-        offset: str | None = None,
-        scope: Scope = None,
-        authorization: Annotated[str | None, Header()] = None,
-    ) -> dict[str, Any]:
-        operator(authorization)
-        store = _store(live(), name)
-        filters: object = None
-        if filter_ is not None and filter_.strip():
-            try:
-                filters = json.loads(filter_)
-            except ValueError as error:  # not JSON, or a number of more digits than Python reads
-                raise ApiError(
-                    422, "invalid_query", f"filter: not valid JSON ({error}); send a JSON object"
-                ) from error
-        try:
-            query = check_query(store, filters, sort, limit, offset)
-        except DocumentError as error:
-            raise ApiError(422, "invalid_query", str(error)) from error
-        where = _scope(store, scope)
-        page = await storage.query_documents(where, store.name, query)
-        return {
-            "store": store.name,
-            "scope": where,
-            "documents": [document_json(document) for document in page.documents],
-            "total": page.total,
-            "limit": query.limit,
-            "offset": query.offset,
-            "has_more": query.offset + len(page.documents) < page.total,
-        }
-
-    @app.get("/stores/{name}/{key:path}", tags=["stores"], responses=answers(403, 404))
-    async def get_document(
-        name: str,
-        key: str,
-        history: bool = False,
-        scope: Scope = None,
-        authorization: Annotated[str | None, Header()] = None,
-    ) -> dict[str, Any]:
-        operator(authorization)
-        store = _store(live(), name)
-        where = _scope(store, scope)
-        document = await storage.get_document(where, store.name, _key(store, key))
-        if document is None:
-            raise _not_found(store, key, where)
-        found = document_json(document)
-        if history:
-            versions = await storage.document_history(where, store.name, key)
-            found["history"] = [
-                {
-                    "version": version.version,
-                    "document": version.data,
-                    "updated_at": version.updated_at.isoformat(),
-                }
-                for version in versions
-            ]
-        return found
-
-    @app.put("/stores/{name}/{key:path}", tags=["stores"], responses=answers(403, 404))
-    async def put_document(
-        name: str,
-        key: str,
-        request: Request,
-        scope: Scope = None,
-        authorization: Annotated[str | None, Header()] = None,
-    ) -> dict[str, Any]:
-        operator(authorization)
-        store = _store(live(), name)
-        key = _key(store, key)
-        try:
-            body = json.loads(await request.body())
-        except ValueError as error:  # not JSON, not UTF-8, or a number Python will not read
-            raise ApiError(
-                422, "invalid_request", f"body: not valid JSON ({error}); send the document"
-            ) from error
-        try:
-            document = validate_document(store, body)
-            derived = document_key(store, document)
-        except DocumentError as error:
-            raise ApiError(422, "invalid_document", str(error)) from error
-        if derived != key:
-            raise ApiError(
-                422,
-                "invalid_document",
-                f"the document's key fields give key {derived!r} (template {store.key!r}), "
-                f"not {key!r}: PUT it to /stores/{store.name}/{derived} or fix its fields",
-            )
-        stored = await storage.put_document(
-            _scope(store, scope),
-            store.name,
-            key,
-            document,
-            ttl_seconds=store.ttl,
-            keep_versions=store.history_versions,
+@router.get("/stores", responses=answers(403))
+async def list_stores(runtime: RuntimeDep, scope: Scope = None) -> list[dict[str, Any]]:
+    bundle = runtime.bundle
+    listed = []
+    for name in sorted(bundle.stores):
+        store = bundle.stores[name]
+        page = await runtime.storage.query_documents(
+            _scope(store, scope), name, check_query(store, limit=1)
         )
-        return {**document_json(stored), "created": stored.version == 1}
+        listed.append({**store_json(store), "documents": page.total})
+    return listed
 
-    @app.delete(
-        "/stores/{name}/{key:path}", tags=["stores"], status_code=204, responses=answers(403, 404)
+
+@router.get("/stores/{name}", responses=answers(403, 404))
+async def query_documents(
+    name: str,
+    runtime: RuntimeDep,
+    filter_: Annotated[str | None, Query(alias="filter")] = None,
+    sort: str | None = None,
+    limit: str | None = None,
+    offset: str | None = None,
+    scope: Scope = None,
+) -> dict[str, Any]:
+    store = _store(runtime.bundle, name)
+    try:
+        query = check_query(store, _filters(filter_), sort, limit, offset)
+    except DocumentError as error:
+        raise ApiError(422, "invalid_query", str(error)) from error
+    where = _scope(store, scope)
+    page = await runtime.storage.query_documents(where, store.name, query)
+    return {
+        "store": store.name,
+        "scope": where,
+        "documents": [document_json(document) for document in page.documents],
+        "total": page.total,
+        "limit": query.limit,
+        "offset": query.offset,
+        "has_more": query.offset + len(page.documents) < page.total,
+    }
+
+
+@router.get("/stores/{name}/{key:path}", responses=answers(403, 404))
+async def get_document(
+    name: str,
+    key: str,
+    runtime: RuntimeDep,
+    history: bool = False,
+    scope: Scope = None,
+) -> dict[str, Any]:
+    store = _store(runtime.bundle, name)
+    where = _scope(store, scope)
+    document = await runtime.storage.get_document(where, store.name, _key(store, key))
+    if document is None:
+        raise _not_found(store, key, where)
+    found = document_json(document)
+    if history:
+        versions = await runtime.storage.document_history(where, store.name, key)
+        found["history"] = [
+            {
+                "version": version.version,
+                "document": version.data,
+                "updated_at": version.updated_at.isoformat(),
+            }
+            for version in versions
+        ]
+    return found
+
+
+@router.put("/stores/{name}/{key:path}", responses=answers(403, 404))
+async def put_document(
+    name: str,
+    key: str,
+    request: Request,
+    runtime: RuntimeDep,
+    scope: Scope = None,
+) -> dict[str, Any]:
+    store = _store(runtime.bundle, name)
+    key = _key(store, key)
+    document = _document(store, key, await request.body())
+    stored = await runtime.storage.put_document(
+        _scope(store, scope),
+        store.name,
+        key,
+        document,
+        ttl_seconds=store.ttl,
+        keep_versions=store.history_versions,
     )
-    async def delete_document(
-        name: str,
-        key: str,
-        scope: Scope = None,
-        authorization: Annotated[str | None, Header()] = None,
-    ) -> Response:
-        operator(authorization)
-        store = _store(live(), name)
-        where = _scope(store, scope)
-        if not await storage.delete_document(where, store.name, _key(store, key)):
-            raise _not_found(store, key, where)
-        return Response(status_code=204)
+    return {**document_json(stored), "created": stored.version == 1}
+
+
+@router.delete("/stores/{name}/{key:path}", status_code=204, responses=answers(403, 404))
+async def delete_document(
+    name: str,
+    key: str,
+    runtime: RuntimeDep,
+    scope: Scope = None,
+) -> Response:
+    store = _store(runtime.bundle, name)
+    where = _scope(store, scope)
+    if not await runtime.storage.delete_document(where, store.name, _key(store, key)):
+        raise _not_found(store, key, where)
+    return Response(status_code=204)
 
 
 def store_json(store: StoreDefinition) -> dict[str, Any]:
@@ -236,6 +199,41 @@ def _scope(store: StoreDefinition, scope: str | None) -> str:
     return partition(store, scope or DEFAULT_SCOPE)
 
 
+def _filters(filter_: str | None) -> object:
+    """The `?filter=` JSON object (None when absent or blank; `check_query` checks it)."""
+    if filter_ is None or not filter_.strip():
+        return None
+    try:
+        return json.loads(filter_)
+    except ValueError as error:  # not JSON, or a number of more digits than Python reads
+        raise ApiError(
+            422, "invalid_query", f"filter: not valid JSON ({error}); send a JSON object"
+        ) from error
+
+
+def _document(store: StoreDefinition, key: str, body: bytes) -> dict[str, Any]:
+    """The body of a PUT to `key`, as the store's schema takes it; its key fields give `key`."""
+    try:
+        sent = json.loads(body)
+    except ValueError as error:  # not JSON, not UTF-8, or a number Python will not read
+        raise ApiError(
+            422, "invalid_request", f"body: not valid JSON ({error}); send the document"
+        ) from error
+    try:
+        document = validate_document(store, sent)
+        derived = document_key(store, document)
+    except DocumentError as error:
+        raise ApiError(422, "invalid_document", str(error)) from error
+    if derived != key:
+        raise ApiError(
+            422,
+            "invalid_document",
+            f"the document's key fields give key {derived!r} (template {store.key!r}), "
+            f"not {key!r}: PUT it to /stores/{store.name}/{derived} or fix its fields",
+        )
+    return document
+
+
 def _key(store: StoreDefinition, key: str) -> str:
     try:
         return check_key(store, key)
@@ -251,4 +249,4 @@ def _not_found(store: StoreDefinition, key: str, scope: str) -> ApiError:
     )
 
 
-__all__ = ["add_store_routes", "document_json", "store_json"]
+__all__ = ["document_json", "router", "store_json"]

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 
 from runtime.repo.bundle import Bundle
-from runtime.tools import Tool, ToolContext, ToolError
+from runtime.tools import Handler, Tool, ToolContext, ToolError
 from runtime.tools._search import (
     MAX_GREP_BYTES,
     PatternError,
@@ -89,11 +89,31 @@ class FileArea:
 
 
 def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
-    area = FileArea(bundle)
-    describe = bundle.registry
+    """The file tools over the bundle's file-tool root, and `propose_source_change`."""
+    files = FileToolHandlers(FileArea(bundle), propose)
+    handlers: dict[str, Handler] = {
+        "read_file": files.read_file,
+        "write_file": files.write_file,
+        "list_files": files.list_files,
+        "glob_files": files.glob_files,
+        "grep_files": files.grep_files,
+        "propose_source_change": files.propose_source_change,
+    }
+    return {
+        name: Tool(name, bundle.registry[name].description, PARAMETERS[name], handler)
+        for name, handler in handlers.items()
+    }
 
-    async def read_file(arguments: dict[str, Any], context: ToolContext) -> Any:
-        target = area.resolve(arguments["path"])
+
+class FileToolHandlers:
+    """What each file tool does, inside one `FileArea`."""
+
+    def __init__(self, area: FileArea, propose: Propose) -> None:
+        self.area = area
+        self.propose = propose
+
+    async def read_file(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        target = self.area.resolve(arguments["path"])
         if not target.is_file():
             raise ToolError(f"no file {arguments['path']!r}")
         data = await anyio.to_thread.run_sync(_read, target)
@@ -102,21 +122,21 @@ def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
         except UnicodeDecodeError as error:
             raise ToolError(f"{arguments['path']!r} is not UTF-8 text") from error
         return {
-            "path": area.shown(target),
+            "path": self.area.shown(target),
             "content": text,
             "truncated": len(data) >= MAX_READ_BYTES,
         }
 
-    async def write_file(arguments: dict[str, Any], context: ToolContext) -> Any:
-        target = area.resolve(arguments["path"])
+    async def write_file(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        target = self.area.resolve(arguments["path"])
         if target.is_dir():
             raise ToolError(f"{arguments['path']!r} is a directory")
         data = arguments["content"].encode("utf-8")
         await anyio.to_thread.run_sync(write_atomically, target, data)
-        return {"path": area.shown(target), "bytes": len(data)}
+        return {"path": self.area.shown(target), "bytes": len(data)}
 
-    async def list_files(arguments: dict[str, Any], context: ToolContext) -> Any:
-        target = area.resolve(arguments.get("path", "."))
+    async def list_files(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        target = self.area.resolve(arguments.get("path", "."))
         if not target.is_dir():
             raise ToolError(f"no directory {arguments.get('path', '.')!r}")
         entries = []
@@ -129,9 +149,9 @@ def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
                     "size": entry.stat().st_size if kind == "file" else None,
                 }
             )
-        return {"path": area.shown(target), "entries": entries}
+        return {"path": self.area.shown(target), "entries": entries}
 
-    async def glob_files(arguments: dict[str, Any], context: ToolContext) -> Any:
+    async def glob_files(self, arguments: dict[str, Any], context: ToolContext) -> Any:
         pattern = arguments["pattern"].removeprefix("./")
         if pattern.startswith("/") or ".." in pattern.split("/"):
             raise ToolError("the pattern is relative to the file-tool root, without '..'")
@@ -140,16 +160,16 @@ def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
         except PatternError as error:
             raise ToolError(str(error)) from error
         prefix = literal_prefix(pattern)
-        if prefix and not (area.root / prefix).is_dir():
+        if prefix and not (self.area.root / prefix).is_dir():
             return {"pattern": pattern, "files": [], "truncated": False}
-        walk = Walk(area.start(prefix or "."), area.permitted)
-        return await anyio.to_thread.run_sync(_glob, walk, program, pattern)
+        walk = Walk(self.area.start(prefix or "."), self.area.permitted)
+        return await anyio.to_thread.run_sync(self._glob, walk, program, pattern)
 
-    def _glob(walk: Walk, program: Any, pattern: str) -> dict[str, Any]:
+    def _glob(self, walk: Walk, program: Any, pattern: str) -> dict[str, Any]:
         files: list[str] = []
         truncated = False
         for path in walk.files():
-            relative = path.relative_to(area.root).as_posix()
+            relative = path.relative_to(self.area.root).as_posix()
             if program.match(relative):
                 if len(files) == MAX_GLOB_RESULTS:
                     truncated = True
@@ -157,16 +177,18 @@ def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
                 files.append(relative)
         return {"pattern": pattern, "files": files, "truncated": truncated or walk.truncated}
 
-    async def grep_files(arguments: dict[str, Any], context: ToolContext) -> Any:
+    async def grep_files(self, arguments: dict[str, Any], context: ToolContext) -> Any:
         try:
             program = compile_regex(arguments["pattern"])
             only = compile_glob(arguments["glob"]) if arguments.get("glob") else None
         except PatternError as error:
             raise ToolError(str(error)) from error
-        walk = Walk(area.start(arguments.get("path", ".")), area.permitted)
-        return await anyio.to_thread.run_sync(_grep, walk, program, only, arguments)
+        walk = Walk(self.area.start(arguments.get("path", ".")), self.area.permitted)
+        return await anyio.to_thread.run_sync(self._grep, walk, program, only, arguments)
 
-    def _grep(walk: Walk, program: Any, only: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    def _grep(
+        self, walk: Walk, program: Any, only: Any, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
         matches: list[dict[str, Any]] = []
         searched, read_bytes, truncated = 0, 0, False
         for path in walk.files():
@@ -180,7 +202,7 @@ def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
             if looks_binary(data) or not _is_utf8(data):
                 continue
             searched += 1
-            shown = path.relative_to(area.root).as_posix()
+            shown = path.relative_to(self.area.root).as_posix()
             for found in grep_lines(program, data, MAX_GREP_MATCHES - len(matches)):
                 matches.append({"path": shown, "line": found.line, "text": found.text})
         return {
@@ -190,86 +212,19 @@ def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
             "truncated": truncated or walk.truncated,
         }
 
-    async def propose_source_change(arguments: dict[str, Any], context: ToolContext) -> Any:
-        target = area.resolve(arguments["path"], for_proposal=True)
+    async def propose_source_change(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        target = self.area.resolve(arguments["path"], for_proposal=True)
         proposal = {
             "proposal_id": f"prop_{uuid.uuid4().hex[:12]}",
-            "path": target.relative_to(area.repo).as_posix(),
+            "path": target.relative_to(self.area.repo).as_posix(),
             "content": arguments["content"],
             "reason": arguments["reason"],
         }
-        await propose(proposal, context)
+        await self.propose(proposal, context)
         return {
             "proposal_id": proposal["proposal_id"],
             "status": "kept for a person to review; nothing was changed",
         }
-
-    path = {"type": "string", "minLength": 1, "description": "Relative to the file-tool root."}
-    tools = [
-        Tool("read_file", describe["read_file"].description, _schema(path=path), read_file),
-        Tool(
-            "write_file",
-            describe["write_file"].description,
-            _schema(path=path, content={"type": "string"}),
-            write_file,
-        ),
-        Tool(
-            "list_files",
-            describe["list_files"].description,
-            _schema(optional=("path",), path={"type": "string"}),
-            list_files,
-        ),
-        Tool(
-            "glob_files",
-            describe["glob_files"].description,
-            _schema(
-                pattern={
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "Relative to the file-tool root; `**` matches any folders.",
-                }
-            ),
-            glob_files,
-        ),
-        Tool(
-            "grep_files",
-            describe["grep_files"].description,
-            _schema(
-                optional=("path", "glob"),
-                pattern={
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "A regular expression (RE2); `(?i)` ignores case.",
-                },
-                path={
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "A file or folder to search (default: the whole root).",
-                },
-                glob={
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "Only files matching this glob, e.g. `*.py` or `src/**/*.ts`.",
-                },
-            ),
-            grep_files,
-        ),
-        Tool(
-            "propose_source_change",
-            describe["propose_source_change"].description,
-            _schema(
-                path={
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "Relative to the repo root, e.g. agents/x/AGENT.md.",
-                },
-                content={"type": "string", "description": "The file's proposed content."},
-                reason={"type": "string", "minLength": 1},
-            ),
-            propose_source_change,
-        ),
-    ]
-    return {tool.name: tool for tool in tools}
 
 
 def _schema(optional: tuple[str, ...] = (), **properties: Any) -> dict[str, Any]:
@@ -279,6 +234,49 @@ def _schema(optional: tuple[str, ...] = (), **properties: Any) -> dict[str, Any]
         "required": [name for name in properties if name not in optional],
         "additionalProperties": False,
     }
+
+
+_PATH = {"type": "string", "minLength": 1, "description": "Relative to the file-tool root."}
+PARAMETERS: dict[str, dict[str, Any]] = {
+    "read_file": _schema(path=_PATH),
+    "write_file": _schema(path=_PATH, content={"type": "string"}),
+    "list_files": _schema(optional=("path",), path={"type": "string"}),
+    "glob_files": _schema(
+        pattern={
+            "type": "string",
+            "minLength": 1,
+            "description": "Relative to the file-tool root; `**` matches any folders.",
+        }
+    ),
+    "grep_files": _schema(
+        optional=("path", "glob"),
+        pattern={
+            "type": "string",
+            "minLength": 1,
+            "description": "A regular expression (RE2); `(?i)` ignores case.",
+        },
+        path={
+            "type": "string",
+            "minLength": 1,
+            "description": "A file or folder to search (default: the whole root).",
+        },
+        glob={
+            "type": "string",
+            "minLength": 1,
+            "description": "Only files matching this glob, e.g. `*.py` or `src/**/*.ts`.",
+        },
+    ),
+    "propose_source_change": _schema(
+        path={
+            "type": "string",
+            "minLength": 1,
+            "description": "Relative to the repo root, e.g. agents/x/AGENT.md.",
+        },
+        content={"type": "string", "description": "The file's proposed content."},
+        reason={"type": "string", "minLength": 1},
+    ),
+}
+"""Each file tool's JSON Schema."""
 
 
 def _glob_selects(program: Any, pattern: str, path: Path, start: Path) -> bool:

@@ -272,6 +272,29 @@ async def test_every_route_but_health_refuses_missing_or_invalid_credentials(
     assert (await secure.client.get("/health")).status_code == 200
 
 
+async def test_credentials_are_checked_before_the_request_is_validated(secure: Api) -> None:
+    # A caller without a credential learns nothing about what the route takes, and a
+    # caller who may not use a route is told so, not how to word the request.
+    invalid = [
+        ("POST", "/chat", {"message": 1}),
+        ("POST", "/chat", {"message": "hi", "agnet": "helper"}),
+        ("POST", "/sessions/abc/confirmations/c1", {"approve": "yes"}),
+        ("GET", "/sessions?limit=0", None),
+        ("GET", "/stores/notes/note:a?history=maybe", None),
+    ]
+    for method, path, body in invalid:
+        response = await secure.client.request(method, path, json=body)
+        assert_error(response, 401, "unauthorized")
+        response = await secure.client.request(
+            method, path, json=body, headers=bearer(OPERATOR_TOKEN)
+        )
+        assert_error(response, 422, "invalid_request")
+    response = await secure.client.get(
+        "/stores/notes/note:a", params={"history": "maybe"}, headers=bearer(ALICE_KEY)
+    )
+    assert_error(response, 403, "forbidden")
+
+
 async def test_the_operator_token_is_accepted(secure: Api, scripted_model: ScriptedModel) -> None:
     agents = await secure.client.get("/agents", headers=bearer(OPERATOR_TOKEN))
     assert agents.status_code == 200
