@@ -16,6 +16,7 @@ from types import ModuleType
 
 import pytest
 
+from runtime.models.local import BUILD_OPTIONS, NO_MODEL
 from runtime.testing import ScriptedModel
 from tests.conftest import PROJECT_ROOT
 
@@ -120,7 +121,8 @@ def test_the_first_command_installs_every_extra_the_example_repo_uses() -> None:
         needed.add("mcp")
     assert needed <= extras
     # Built as CI builds it, so CI's cached wheel is the build a user gets.
-    assert cmake == ci_llama_options() == "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
+    assert cmake == ci_llama_options() == BUILD_OPTIONS == "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
+    assert f'CMAKE_ARGS="{BUILD_OPTIONS}"' in NO_MODEL  # the hint a user without it gets
     test_extras, test_cmake = pip_install(commands["test"])
     assert {"dev", "local"} <= test_extras and test_cmake == cmake
 
