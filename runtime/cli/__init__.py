@@ -485,10 +485,9 @@ _import_command(
 )
 @click.option(
     "--concurrency",
-    default=4,
-    show_default=True,
     type=click.IntRange(1, 256),
-    help="Cases running at once.",
+    help="Cases running at once (default: 4, or 1 on the offline model, which answers one "
+    "call at a time).",
 )
 @click.option(
     "--min-pass-rate",
@@ -506,7 +505,7 @@ def eval_(
     suites: tuple[str, ...],
     cases: tuple[str, ...],
     repeat: int,
-    concurrency: int,
+    concurrency: int | None,
     min_pass_rate: float | None,
     as_json: bool,
     junit: Path | None,

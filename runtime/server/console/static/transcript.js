@@ -215,7 +215,8 @@ export class Transcript {
     if (this.reply !== null) {
       this.reply.setAttribute("aria-busy", "false");
       const { input, output } = event.usage || {};
-      if (input !== undefined) {
+      // A model that reports no usage (the offline one) says 0 and 0: nothing to show.
+      if (input !== undefined && (input > 0 || output > 0)) {
         this.reply.append(h("p", { class: "usage" }, `${input} tokens in · ${output} out`));
       }
     }
