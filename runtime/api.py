@@ -397,6 +397,7 @@ class Runtime:
         history: Sequence[EarlierMessage] = (),
         thread: str | None = None,
         face: str = "chat",
+        metadata: Mapping[str, Any] | None = None,
     ) -> RunningTurn:
         """Start a turn that runs to its end whoever follows it, as the HTTP server does: a
         client that goes away can pick its events up again (`follow`). Refusals raise
