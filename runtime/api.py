@@ -407,9 +407,16 @@ class Runtime:
         an OpenAI client sends; ignored when the turn continues a session). `thread` is the
         caller's own name for the conversation instead of a `session_id` (an AG-UI thread):
         its session is continued, or started under `thread_session(thread)`. `face` names
-        the front end asking, for `/metrics`."""
+        the front end asking, for `/metrics`. `metadata` is kept on the session the turn
+        starts (`{"kind": "automation", "read_only": true}`: every turn of it read-only)."""
         request = _request(message, agent, context, session_id, autonomous)
-        request = dataclasses.replace(request, history=tuple(history), thread=thread, face=face)
+        request = dataclasses.replace(
+            request,
+            history=tuple(history),
+            thread=thread,
+            face=face,
+            metadata=dict(metadata or {}),
+        )
         _check_history(request.history, thread)
         turn = await self._chats.start_turn(request, _caller(claims, operator))
         return RunningTurn(self._streams.start(turn))

@@ -30,7 +30,7 @@ from runtime.repo.templates import Template, template_environment
 AUTOMATIONS_DIR = "automations"
 AUTOMATION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _ENV_SECRET = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)$")
-TEMPLATE_NAMES = frozenset({"payload", "automation", "now", "slot", "trigger"})
+TEMPLATE_NAMES = frozenset({"payload", "automation", "now", "slot", "trigger", "run_id"})
 """What an automation's message template may read (besides Jinja's own helpers)."""
 
 Overlap = Literal["skip", "queue"]
@@ -190,11 +190,15 @@ def load_automations(
         if not entry.is_file() or entry.suffix not in (".json", ".yaml", ".yml"):
             reader.report.warn(relative, "ignored: an automation is automations/<name>.json|yaml")
             continue
-        report = Report()  # each file on its own: one broken file never hides another
-        own = Reader(reader.root, report)
-        automation = _load_one(own, relative, entry.stem, names, environ, offline)
-        reader.files.update(own.files)
-        reader.report.warnings.extend(report.warnings)
+        # Each file reports on its own, so its errors leave out only it; the shared reader
+        # still records the bytes read (the bundle version covers automations too).
+        shared, report = reader.report, Report()
+        reader.report = report
+        try:
+            automation = _load_one(reader, relative, entry.stem, names, environ, offline)
+        finally:
+            reader.report = shared
+        shared.warnings.extend(report.warnings)
         if report.errors or automation is None:
             errors.extend(report.errors)
         elif automation.name in loaded:

@@ -553,6 +553,13 @@ class SqlStorage(abc.ABC):
         rows = (await self._read(lambda: _only(statement))).rows
         return [self.dialect.rows.automation_run(row) for row in rows]
 
+    async def start_queued_automation_run(self, run_id: str) -> bool:
+        statement = Statement(
+            "UPDATE automation_runs SET status = 'running' WHERE id = ? AND status = 'queued'",
+            (run_id,),
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
     async def latest_automation_slot(self, automation: str) -> datetime | None:
         statement = Statement(
             "SELECT MAX(slot) FROM automation_runs WHERE automation = ?", (automation,)

@@ -204,6 +204,10 @@ class AutomationStorage(Protocol):
         """Runs newest first (of one automation, or of all), only of `statuses` when given."""
         ...
 
+    async def start_queued_automation_run(self, run_id: str) -> bool:
+        """Move a `queued` run to `running`: True for exactly one caller across processes."""
+        ...
+
     async def latest_automation_slot(self, automation: str) -> datetime | None:
         """The newest cron slot the automation has a record for (run, missed or skipped)."""
         ...

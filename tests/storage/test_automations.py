@@ -47,9 +47,7 @@ async def test_another_automation_may_claim_the_same_slot(storage):
 
 async def test_a_delivery_id_starts_one_run_and_is_found_again(storage):
     assert await storage.claim_automation_run(run("w1", trigger="webhook", delivery_id="del-1"))
-    assert not await storage.claim_automation_run(
-        run("w2", trigger="webhook", delivery_id="del-1")
-    )
+    assert not await storage.claim_automation_run(run("w2", trigger="webhook", delivery_id="del-1"))
     found = await storage.find_automation_delivery("digest", "del-1")
     assert found is not None and found.id == "w1"
     assert await storage.find_automation_delivery("digest", "del-2") is None
@@ -126,3 +124,14 @@ async def test_a_bad_status_is_refused_before_anything_is_written(storage):
     with pytest.raises(ValueError, match="status"):
         await storage.claim_automation_run(run("bad", status="finished"))
     assert await storage.get_automation_run("bad") is None
+
+
+async def test_a_queued_run_is_started_by_one_storage_only(storage, second_storage):
+    await storage.claim_automation_run(run("q1", status="queued"))
+    taken = [
+        await storage.start_queued_automation_run("q1"),
+        await second_storage.start_queued_automation_run("q1"),
+    ]
+    assert taken == [True, False]
+    found = await storage.get_automation_run("q1")
+    assert found is not None and found.status == "running"
