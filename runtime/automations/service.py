@@ -287,8 +287,7 @@ class Automations:
             ended = dataclasses.replace(
                 record, status="error", error=str(refused), ended_at=self.clock()
             )
-            await self.storage.update_automation_run(ended)
-            self._group.start_soon(self._after, definition, ended, None)
+            self._group.start_soon(self._after, definition, ended)
             return ended
         record = dataclasses.replace(record, session_id=turn.session_id)
         await self.storage.update_automation_run(record)
@@ -323,20 +322,14 @@ class Automations:
                 ),
                 ended_at=self.clock(),
             )
-            await self.storage.update_automation_run(ended)
-            await self._after(definition, ended, result)
+            with anyio.CancelScope(shield=True):  # a run that ended is recorded whole
+                await self._after(definition, ended)
         finally:
             self._following.discard(record.id)
 
-    async def _after(
-        self,
-        definition: AutomationDefinition,
-        ended: AutomationRunRecord,
-        result: ChatResult | None,
-    ) -> None:
-        """Deliver the outcome, count it for the failure alert, start a queued run."""
-        if self._on_run_ended is not None:
-            self._on_run_ended(definition.name, ended.status)
+    async def _after(self, definition: AutomationDefinition, ended: AutomationRunRecord) -> None:
+        """Deliver the outcome, then record the run as ended (with how each delivery went:
+        a waiter sees both at once), count it for the failure alert, start a queued run."""
         outcome = {
             "automation": definition.name,
             "run_id": ended.id,
@@ -355,7 +348,9 @@ class Automations:
                 self.runtime.bundle, definition.deliver, outcome, scope
             )
             ended = dataclasses.replace(ended, deliveries=delivered)
-            await self.storage.update_automation_run(ended)
+        await self.storage.update_automation_run(ended)
+        if self._on_run_ended is not None:
+            self._on_run_ended(definition.name, ended.status)
         if ended.status != "awaiting_confirmation":
             failures = await self.storage.count_automation_outcome(
                 definition.name, failed=ended.status in FAILED
