@@ -41,6 +41,7 @@ from runtime.repo.bundle import AgentDefinition, Bundle
 from runtime.repo.reload import LiveBundle, watch
 from runtime.storage import (
     AgentRunRecord,
+    PendingConfirmation,
     SessionRecord,
     Storage,
     StoredEvent,
@@ -559,6 +560,16 @@ class Runtime:
     ) -> list[AgentRunRecord]:
         """Every run of the session (its turns and their specialists): the delegation tree."""
         return await self._chats.get_runs(session_id, _caller(claims, operator))
+
+    async def pending_confirmations(
+        self, *, limit: int = 100, operator: bool = False
+    ) -> list[PendingConfirmation]:
+        """Every tool call of every session waiting for a person's approval, oldest first:
+        the operator's to answer (`confirm`). An automation's run leaves its `confirm`
+        tools here. `PermissionError` for any other caller."""
+        if not operator:
+            raise PermissionError("only an operator lists every pending confirmation")
+        return await self.storage.list_all_pending(limit)
 
     async def delete_session(
         self,

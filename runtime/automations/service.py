@@ -30,7 +30,7 @@ from anyio.abc import TaskGroup
 from runtime import events
 from runtime.api import ChatResult, RunningTurn, Runtime
 from runtime.automations.delivery import BACKOFF_SECONDS, Deliverer
-from runtime.exceptions import AmodalError, DefinitionError
+from runtime.exceptions import AmodalError, DefinitionError, RequestError
 from runtime.repo.automations import AutomationDefinition, TriggerKind
 from runtime.storage import AutomationRunRecord, AutomationRunStatus, AutomationState, utc_now
 
@@ -47,8 +47,11 @@ longer holds back `overlap: skip`."""
 _BACKTICKS = re.compile(r"`+")
 
 
-class AutomationNotFoundError(AmodalError):
+class AutomationNotFoundError(RequestError):
     """No automation of that name loaded (or it is broken: its errors say why)."""
+
+    status = 404
+    code = "unknown_automation"
 
     def __init__(self, name: str, known: Sequence[str], problems: Sequence[str] = ()) -> None:
         self.name = name
@@ -98,7 +101,8 @@ class Automations:
         self._deliver = Deliverer(
             http, runtime.storage, backoff=backoff, clock=lambda: self.clock().timestamp()
         )
-        self._on_run_ended = on_run_ended
+        self.on_run_ended = on_run_ended
+        """Told (automation, status) as each run ends: `/metrics` counts them."""
         self._due: dict[str, datetime] = {}
         self._following: set[str] = set()
 
@@ -349,8 +353,8 @@ class Automations:
             )
             ended = dataclasses.replace(ended, deliveries=delivered)
         await self.storage.update_automation_run(ended)
-        if self._on_run_ended is not None:
-            self._on_run_ended(definition.name, ended.status)
+        if self.on_run_ended is not None:
+            self.on_run_ended(definition.name, ended.status)
         if ended.status != "awaiting_confirmation":
             failures = await self.storage.count_automation_outcome(
                 definition.name, failed=ended.status in FAILED
@@ -472,8 +476,8 @@ class Automations:
         )
         if not await self.storage.claim_automation_run(record):
             return []
-        if self._on_run_ended is not None:
-            self._on_run_ended(definition.name, status)
+        if self.on_run_ended is not None:
+            self.on_run_ended(definition.name, status)
         return [record]
 
 
