@@ -32,7 +32,14 @@ from runtime.api import ChatResult, RunningTurn, Runtime
 from runtime.automations.delivery import BACKOFF_SECONDS, Deliverer
 from runtime.exceptions import AmodalError, DefinitionError, RequestError
 from runtime.repo.automations import AutomationDefinition, TriggerKind
-from runtime.storage import AutomationRunRecord, AutomationRunStatus, AutomationState, utc_now
+from runtime.repo.bundle import Bundle
+from runtime.storage import (
+    AutomationRunRecord,
+    AutomationRunStatus,
+    AutomationState,
+    AutomationStorage,
+    utc_now,
+)
 
 logger = logging.getLogger("amodal")
 
@@ -152,36 +159,7 @@ class Automations:
 
     async def listing(self) -> list[AutomationInfo]:
         """Every automation, the broken ones too (with their errors), by name."""
-        states = await self.storage.automation_states()
-        now = self.clock()
-        found: list[AutomationInfo] = []
-        for name, definition in sorted(self.definitions().items()):
-            state = states.get(name, AutomationState(name))
-            last = await self.storage.list_automation_runs(name, limit=1)
-            found.append(
-                AutomationInfo(
-                    name=name,
-                    trigger=definition.trigger,
-                    agent=definition.agent,
-                    schedule=definition.cron,
-                    timezone=definition.timezone if definition.cron else None,
-                    paused=state.paused,
-                    next_run=None if state.paused else definition.next_slot(now),
-                    last_run=last[0] if last else None,
-                    failures=state.failures,
-                )
-            )
-        broken: dict[str, list[str]] = {}
-        for error in self.runtime.bundle.automation_errors:
-            broken.setdefault(_file_name(error), []).append(str(error))
-        for name, problems in sorted(broken.items()):
-            if name not in self.definitions():
-                found.append(
-                    AutomationInfo(
-                        name, "broken", None, None, None, False, None, None, 0, tuple(problems)
-                    )
-                )
-        return sorted(found, key=lambda info: info.name)
+        return await describe(self.runtime.bundle, self.storage, self.clock())
 
     async def runs(self, name: str, limit: int = 20) -> list[AutomationRunRecord]:
         self.definition(name)
@@ -479,6 +457,42 @@ class Automations:
         if self.on_run_ended is not None:
             self.on_run_ended(definition.name, status)
         return [record]
+
+
+async def describe(
+    bundle: Bundle, storage: AutomationStorage, now: datetime
+) -> list[AutomationInfo]:
+    """Every automation of `bundle` with its state in `storage` (`GET /automations`, `amodal
+    automations`): the broken ones too, with their errors, by name."""
+    states = await storage.automation_states()
+    found: list[AutomationInfo] = []
+    for name, definition in sorted(bundle.automations.items()):
+        state = states.get(name, AutomationState(name))
+        last = await storage.list_automation_runs(name, limit=1)
+        found.append(
+            AutomationInfo(
+                name=name,
+                trigger=definition.trigger,
+                agent=definition.agent,
+                schedule=definition.cron,
+                timezone=definition.timezone if definition.cron else None,
+                paused=state.paused,
+                next_run=None if state.paused else definition.next_slot(now),
+                last_run=last[0] if last else None,
+                failures=state.failures,
+            )
+        )
+    broken: dict[str, list[str]] = {}
+    for error in bundle.automation_errors:
+        broken.setdefault(_file_name(error), []).append(str(error))
+    for name, problems in sorted(broken.items()):
+        if name not in bundle.automations:
+            found.append(
+                AutomationInfo(
+                    name, "broken", None, None, None, False, None, None, 0, tuple(problems)
+                )
+            )
+    return sorted(found, key=lambda info: info.name)
 
 
 def render_message(

@@ -549,3 +549,12 @@ def eval_(
             junit=junit,
         )
     )
+
+
+def _add_automations() -> None:
+    from runtime.cli.automations import automations_group  # click only; the rest is lazy
+
+    main.add_command(automations_group)
+
+
+_add_automations()

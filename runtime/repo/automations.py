@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -145,15 +145,17 @@ class AutomationDefinition:
         """The first cron slot strictly after `after` (None for another trigger)."""
         if self.cron is None:
             return None
-        return _cron(self.cron, self.timezone, after).get_next(datetime)  # type: ignore[no-any-return]
+        slot: datetime = _cron(self.cron, self.timezone, after).get_next(datetime)
+        return slot.astimezone(UTC)
 
     def previous_slot(self, at: datetime) -> datetime | None:
         """The last cron slot at or before `at` (None for another trigger)."""
         if self.cron is None:
             return None
         if croniter.match(self.cron, at.astimezone(ZoneInfo(self.timezone))):
-            return at.replace(second=0, microsecond=0) if at.second or at.microsecond else at
-        return _cron(self.cron, self.timezone, at).get_prev(datetime)  # type: ignore[no-any-return]
+            return at.replace(second=0, microsecond=0).astimezone(UTC)
+        slot: datetime = _cron(self.cron, self.timezone, at).get_prev(datetime)
+        return slot.astimezone(UTC)
 
 
 def _cron(expression: str, timezone: str, start: datetime) -> croniter:
