@@ -102,6 +102,10 @@ def validate(obj: _Context, as_json: bool, offline: bool, online: bool) -> None:
         result = LoadResult(
             bundle, (*result.errors, *errors), (*result.warnings, *warnings), result.suites
         )
+    if result.bundle is not None and result.bundle.automation_errors:
+        # A served repo runs without its broken automations; validating it still fails.
+        broken = result.bundle.automation_errors
+        result = LoadResult(None, (*result.errors, *broken), result.warnings, result.suites)
     _print_findings(result, as_json=as_json)
     if result.bundle is None:
         sys.exit(1)
@@ -110,7 +114,8 @@ def validate(obj: _Context, as_json: bool, offline: bool, online: bool) -> None:
         click.echo(
             f"valid: {len(bundle.agents)} agents, {len(bundle.skills)} skills, "
             f"{len(bundle.stores)} stores, {len(bundle.knowledge)} knowledge documents, "
-            f"{len(bundle.tools)} custom tools, {len(result.suites)} eval suites "
+            f"{len(bundle.tools)} custom tools, {len(bundle.automations)} automations, "
+            f"{len(result.suites)} eval suites "
             f"(version {bundle.version})",
             err=True,
         )
@@ -543,3 +548,12 @@ def eval_(
             junit=junit,
         )
     )
+
+
+def _add_automations() -> None:
+    from runtime.cli.automations import automations_group  # click only; the rest is lazy
+
+    main.add_command(automations_group)
+
+
+_add_automations()

@@ -46,7 +46,7 @@ from runtime.repo.model_bindings import model_card
 from runtime.repo.registry import CALL_SUBAGENT, REQUEST
 from runtime.storage import AgentRunRecord, RunStatus, Storage, utc_now
 from runtime.surface.prompt import system_prompt
-from runtime.surface.resolution import Surface, SurfaceContext, resolve
+from runtime.surface.resolution import Surface, SurfaceContext, read_only, resolve
 from runtime.tools import Tool, ToolContext
 from runtime.tools.builtin import build_tools
 from runtime.tools.custom import custom_tool
@@ -138,6 +138,8 @@ class TurnScope:
     services: Services
     recorder: SessionLog
     sink: EventSink
+    read_only: bool = False
+    """Every run of the turn is without write power (`resolution.read_only`)."""
     budget: DelegationBudget = field(init=False)
     servers: McpSnapshot = field(init=False)
 
@@ -156,7 +158,8 @@ class TurnScope:
 
     def resolve(self, agent: str, caller: SurfaceContext) -> Surface:
         """`agent`'s surface for this caller in this turn (against its MCP snapshot)."""
-        return resolve(self.bundle, agent, caller, root=self.root_agent, servers=self.servers)
+        surface = resolve(self.bundle, agent, caller, root=self.root_agent, servers=self.servers)
+        return read_only(surface) if self.read_only else surface
 
     async def propose(self, proposal: dict[str, Any], context: ToolContext) -> None:
         """Keep a proposed source change in the session's log for a person to review."""

@@ -12,6 +12,7 @@ from runtime.exceptions import DefinitionError, DefinitionWarning, InvalidRepoEr
 from runtime.repo._reader import Reader
 from runtime.repo._report import Report, did_you_mean, known, normalized
 from runtime.repo.agents import load_agents
+from runtime.repo.automations import load_automations, names_of
 from runtime.repo.bundle import (
     DEFAULT_AGENT,
     MAIN_AGENT,
@@ -125,8 +126,10 @@ def load_repo(
             ),
         )
 
+    automations = load_automations(reader, names_of(names.agents, names.stores), environ, offline)
     if report.errors or config is None:
-        return LoadResult(None, tuple(report.errors), tuple(report.warnings))
+        errors = (*report.errors, *automations.errors)
+        return LoadResult(None, errors, tuple(report.warnings))
     bundle = Bundle(
         root=reader.root,
         version=reader.digest(),
@@ -141,6 +144,8 @@ def load_repo(
         mcp_servers=MappingProxyType(outside.mcp),
         registry=MappingProxyType(registry),
         warnings=tuple(report.warnings),
+        automations=MappingProxyType(dict(automations.automations)),
+        automation_errors=automations.errors,
     )
     return LoadResult(bundle, (), bundle.warnings, tuple(suites))
 

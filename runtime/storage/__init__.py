@@ -32,6 +32,7 @@ from runtime.exceptions import (
 )
 from runtime.storage._values import INT64_MAX, INT64_MIN, number_problem
 from runtime.storage.protocols import (
+    AutomationStorage,
     ConfirmationStorage,
     DocumentStorage,
     RunStorage,
@@ -43,6 +44,9 @@ from runtime.storage.records import (
     MAX_QUERY_LIMIT,
     RUN_STATUSES,
     AgentRunRecord,
+    AutomationRunRecord,
+    AutomationRunStatus,
+    AutomationState,
     DocumentPage,
     DocumentQuery,
     FilterValue,
@@ -138,6 +142,10 @@ __all__ = [
     "MAX_QUERY_LIMIT",
     "RUN_STATUSES",
     "AgentRunRecord",
+    "AutomationRunRecord",
+    "AutomationRunStatus",
+    "AutomationState",
+    "AutomationStorage",
     "ConfirmationStorage",
     "DocumentPage",
     "DocumentQuery",
