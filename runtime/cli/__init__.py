@@ -114,9 +114,10 @@ def validate(obj: _Context, as_json: bool, offline: bool, online: bool) -> None:
         click.echo(
             f"valid: {len(bundle.agents)} agents, {len(bundle.skills)} skills, "
             f"{len(bundle.stores)} stores, {len(bundle.knowledge)} knowledge documents, "
-            f"{len(bundle.tools)} custom tools, {len(bundle.automations)} automations, "
-            f"{len(result.suites)} eval suites "
-            f"(version {bundle.version})",
+            f"{len(bundle.tools)} custom tools, {len(result.suites)} eval suites"
+            # Named only where there are some: the line most repos print stays as it was.
+            + (f", {len(bundle.automations)} automations" if bundle.automations else "")
+            + f" (version {bundle.version})",
             err=True,
         )
 
