@@ -1,9 +1,9 @@
 """Durable state: sessions and their event logs, runs, pending confirmations, turn
-leases, and the documents of stores.
+leases, the documents of stores, and agents' memory (with full-text search).
 
 The rest of the runtime talks to the protocols of `runtime.storage.protocols`, one
 per concern (`SessionStorage`, `RunStorage`, `ConfirmationStorage`,
-`TurnLeaseStorage`, `DocumentStorage`) and their union `Storage`; the records they
+`TurnLeaseStorage`, `DocumentStorage`, `MemoryStorage`) and their union `Storage`; the records they
 keep are the frozen dataclasses of `runtime.storage.records`. Both are re-exported
 here. The backends are one SQL implementation (`_sql.py`) with a dialect each:
 `runtime.storage.sqlite`, the embedded default, and `runtime.storage.postgres`
@@ -34,6 +34,7 @@ from runtime.storage._values import INT64_MAX, INT64_MIN, number_problem
 from runtime.storage.protocols import (
     ConfirmationStorage,
     DocumentStorage,
+    MemoryStorage,
     RunStorage,
     SessionStorage,
     Storage,
@@ -41,15 +42,23 @@ from runtime.storage.protocols import (
 )
 from runtime.storage.records import (
     MAX_QUERY_LIMIT,
+    MAX_SEARCH_LIMIT,
+    MEMORY_KINDS,
     RUN_STATUSES,
     AgentRunRecord,
     DocumentPage,
     DocumentQuery,
     FilterValue,
     JSONObject,
+    MemoryEntry,
+    MemoryKind,
+    MemoryMatch,
+    MemoryOwner,
+    MemoryUsage,
     NewEvent,
     PendingConfirmation,
     RunStatus,
+    SessionMatch,
     SessionRecord,
     StoredEvent,
     StoreDocument,
@@ -136,6 +145,8 @@ __all__ = [
     "INT64_MAX",
     "INT64_MIN",
     "MAX_QUERY_LIMIT",
+    "MAX_SEARCH_LIMIT",
+    "MEMORY_KINDS",
     "RUN_STATUSES",
     "AgentRunRecord",
     "ConfirmationStorage",
@@ -144,12 +155,19 @@ __all__ = [
     "DocumentStorage",
     "FilterValue",
     "JSONObject",
+    "MemoryEntry",
+    "MemoryKind",
+    "MemoryMatch",
+    "MemoryOwner",
+    "MemoryStorage",
+    "MemoryUsage",
     "NewEvent",
     "PendingConfirmation",
     "RecordExistsError",
     "RecordNotFoundError",
     "RunStatus",
     "RunStorage",
+    "SessionMatch",
     "SessionRecord",
     "SessionStorage",
     "Storage",

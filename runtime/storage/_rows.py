@@ -16,6 +16,9 @@ from typing import Any, cast
 from runtime.storage.records import (
     AgentRunRecord,
     JSONObject,
+    MemoryEntry,
+    MemoryKind,
+    MemoryOwner,
     PendingConfirmation,
     RunStatus,
     SessionRecord,
@@ -30,6 +33,7 @@ RUN_COLUMNS = (
     "id, session_id, parent_run_id, depth, agent, label, started_at, ended_at, status, usage, error"
 )
 DOCUMENT_COLUMNS = "scope_id, store, key, body, version, created_at, updated_at, expires_at"
+MEMORY_COLUMNS = "id, agent, kind, scope_id, owner, text, created_at"
 
 Row = Sequence[Any]
 
@@ -104,3 +108,8 @@ class Decoders:
             updated_at=self.time(row[6]),
             expires_at=None if row[7] is None else self.time(row[7]),
         )
+
+    def memory(self, row: Row) -> MemoryEntry:
+        """A row of MEMORY_COLUMNS (optionally prefixed by a table alias in the SELECT)."""
+        owner = MemoryOwner(cast(MemoryKind, row[2]), row[3], row[4])
+        return MemoryEntry(row[0], row[1], owner, row[5], self.time(row[6]))

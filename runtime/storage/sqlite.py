@@ -26,6 +26,7 @@ as lease expiries are held).
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -268,6 +269,58 @@ def _order(field: str | None, descending: bool) -> tuple[str, list[Any]]:
     return f"({_FIELD}) IS NULL, ({_FIELD}) {direction}, key", [field, field]
 
 
+# --- full-text search: FTS5 ----------------------------------------------------
+
+_SEARCH_TERM = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+_WORD = re.compile(r"\w")
+
+
+def _search_words(query: str) -> str | None:
+    """A websearch-style query (as PostgreSQL's `websearch_to_tsquery` reads one) in FTS5's
+    syntax: words and "phrases" all required, `or` between two alternatives, `-word` left
+    out. Every term is quoted, so nothing a person types is FTS5 syntax."""
+    parts: list[str] = []
+    for negated, phrase, word in _SEARCH_TERM.findall(query):
+        term = phrase if phrase or not word else word
+        if word and word.startswith("-"):
+            negated, term = "-", word.lstrip("-")
+        if word.lower() == "or" and not negated:
+            if parts and parts[-1] not in ("AND", "OR", "NOT"):
+                parts.append("OR")
+            continue
+        if not _WORD.search(term):
+            continue
+        if negated and not parts:
+            continue  # FTS5's NOT needs something before it
+        if parts and parts[-1] not in ("OR",):
+            parts.append("NOT" if negated else "AND")
+        parts.append('"' + term.replace('"', '""') + '"')
+    while parts and parts[-1] in ("AND", "OR", "NOT"):
+        parts.pop()
+    return " ".join(parts) or None
+
+
+_SNIPPET = "'[', ']', '…', 16"
+_MEMORY_MATCHES = f"""
+    SELECT m.id, m.agent, m.kind, m.scope_id, m.owner, m.text, m.created_at,
+           snippet(memory_search, 0, {_SNIPPET})
+    FROM memory_search JOIN memory_entries m ON m.n = memory_search.rowid
+    WHERE memory_search MATCH ? AND m.agent = ? AND m.kind = ? AND m.scope_id = ?
+      AND m.owner = ?
+    ORDER BY memory_search.rank, m.n LIMIT ?
+"""
+_SESSION_MATCHES = f"""
+    SELECT t.session_id, COALESCE(e.agent, s.root_agent), e.created_at,
+           snippet(event_search, 0, {_SNIPPET})
+    FROM event_search
+    JOIN event_texts t ON t.n = event_search.rowid
+    JOIN sessions s ON s.id = t.session_id
+    JOIN events e ON e.session_id = t.session_id AND e.seq = t.seq
+    WHERE event_search MATCH ? AND s.scope_id = ? AND s.owner IS ? AND s.id <> ?
+    ORDER BY event_search.rank LIMIT ?
+"""
+
+
 SQLITE = Dialect(
     rows=Decoders(time=datetime.fromisoformat, json=load, body=load),
     time=iso,
@@ -283,6 +336,10 @@ SQLITE = Dialect(
     statements=_statements,
     document_filters=_filters,
     document_order=_order,
+    search_words=_search_words,
+    memory_matches=_MEMORY_MATCHES,
+    session_matches=_SESSION_MATCHES,
+    owner_lock=None,  # BEGIN IMMEDIATE holds the whole database
 )
 SqliteStorage.dialect = SQLITE
 
