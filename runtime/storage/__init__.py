@@ -30,7 +30,7 @@ from runtime.exceptions import (
     StorageError,
     UnsupportedDatabaseError,
 )
-from runtime.storage._values import INT64_MAX, INT64_MIN, number_problem
+from runtime.storage._values import INT64_MAX, INT64_MIN, number_problem, text_problem
 from runtime.storage.protocols import (
     ConfirmationStorage,
     DocumentStorage,
@@ -182,5 +182,6 @@ __all__ = [
     "open_storage",
     "postgresql_url",
     "sqlite_path",
+    "text_problem",
     "utc_now",
 ]

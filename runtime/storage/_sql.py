@@ -360,8 +360,9 @@ class SqlStorage(abc.ABC):
         run_id: str | None,
         agent: str | None,
         bundle_version: str | None,
+        search_text: str | None = None,
     ) -> StoredEvent:
-        event = NewEvent(type, data, run_id, agent, bundle_version)
+        event = NewEvent(type, data, run_id, agent, bundle_version, search_text)
         (stored,) = await self.append_events(session_id, (event,))
         return stored
 

@@ -100,10 +100,12 @@ class SessionStorage(Protocol):
         run_id: str | None,
         agent: str | None,
         bundle_version: str | None,
+        search_text: str | None = None,
     ) -> StoredEvent:
         """Append one event and return it with its `seq`: the session's next number,
         without gaps or duplicates however many writers append at once. Bumps the
-        session's `updated_at`. `RecordNotFoundError` for an unknown session."""
+        session's `updated_at`. `RecordNotFoundError` for an unknown session.
+        `search_text`: what `search_sessions` finds the event by (see `NewEvent`)."""
         ...
 
     async def append_events(self, session_id: str, events: Sequence[NewEvent]) -> list[StoredEvent]:
