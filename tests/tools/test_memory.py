@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 
 from runtime import events
-from runtime.exceptions import InvalidRepoError
+from runtime.exceptions import (
+    InvalidRepoError,
+    InvalidRequestError,
+    MemoryNotFoundError,
+    UnknownAgentError,
+)
 from runtime.repo.loader import load_bundle
 from runtime.surface.caller import Caller
 from runtime.surface.prompt import MEMORY_HEADING
@@ -348,3 +353,49 @@ def test_a_bad_memory_setting_is_an_error_naming_it(make_repo: Callable[..., Pat
     with pytest.raises(InvalidRepoError) as raised:
         load_bundle(root)
     assert "memory" in str(raised.value)
+
+
+# --- the Python API -----------------------------------------------------------------------
+
+
+async def test_rt_memory_lists_the_callers_notes_and_delete_memory_removes_one(
+    make_repo: Callable[..., Path], harness_for: Callable[..., Any], scripted_model: ScriptedModel
+) -> None:
+    harness = await runtime_for(make_repo, harness_for)
+    rt = harness.runtime
+    await remember(harness, scripted_model, "I prefer metric units")
+    (entry,) = await rt.memory("default", claims=ALICE.claims)
+    assert entry.text == "I prefer metric units" and entry.owner.owner == "alice"
+    assert await rt.memory("default", claims=BOB.claims) == []
+    assert await rt.memory("default", claims=NOBODY.claims) == []
+    assert [e.id for e in await rt.memory("default", operator=True, owner="alice")] == [entry.id]
+    with pytest.raises(InvalidRequestError):
+        await rt.memory("default", claims=BOB.claims, owner="alice")
+    with pytest.raises(UnknownAgentError):
+        await rt.memory("nobody", claims=ALICE.claims)
+
+    with pytest.raises(MemoryNotFoundError):
+        await rt.delete_memory(entry.id, claims=BOB.claims)
+    with pytest.raises(MemoryNotFoundError):
+        await rt.delete_memory(entry.id, claims=CAROL_ELSEWHERE.claims)
+    await rt.delete_memory(entry.id, claims=ALICE.claims)
+    assert await rt.memory("default", claims=ALICE.claims) == []
+
+
+async def test_a_scope_note_is_deletable_by_its_scope_an_agent_note_by_the_operator_only(
+    make_repo: Callable[..., Path], harness_for: Callable[..., Any], scripted_model: ScriptedModel
+) -> None:
+    harness = await runtime_for(make_repo, harness_for, memory={"scope": "scope"})
+    rt = harness.runtime
+    await remember(harness, scripted_model, "ships on Fridays")
+    (shared,) = await rt.memory("default", claims=BOB.claims)
+    with pytest.raises(MemoryNotFoundError):
+        await rt.delete_memory(shared.id, claims=CAROL_ELSEWHERE.claims)
+    await rt.delete_memory(shared.id, claims=BOB.claims)
+
+    harness = await runtime_for(make_repo, harness_for, memory={"scope": "agent"})
+    await remember(harness, scripted_model, "the office is in Lyon")
+    (everyone,) = await harness.runtime.memory("default", claims=BOB.claims)
+    with pytest.raises(MemoryNotFoundError):
+        await harness.runtime.delete_memory(everyone.id, claims=ALICE.claims)
+    await harness.runtime.delete_memory(everyone.id, operator=True)
