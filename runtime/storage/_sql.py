@@ -154,12 +154,13 @@ class Dialect:
     search_words: Callable[[str], str | None]
     """A person's search (words, "quoted phrases", `or`, `-word`) as the parameter the
     search statements take; None when it has no word to look for."""
-    memory_matches: str
-    """The best matches among one owner's entries: parameters (search, agent, kind,
-    scope_id, owner, limit); rows of MEMORY_COLUMNS and a snippet."""
-    session_matches: str
-    """The best matching texts of one owner's sessions but one: parameters (search,
-    scope_id, owner, excluded session, limit); rows (session_id, agent, created_at, snippet)."""
+    memory_matches: Callable[[str, str, MemoryOwner, int], tuple[str, list[Any]]]
+    """The statement and parameters giving the best matches of `search_words`' search among
+    one owner's entries (agent, owner, limit): rows of MEMORY_COLUMNS and a snippet."""
+    session_matches: Callable[[str, str, str | None, str, int], tuple[str, list[Any]]]
+    """The statement and parameters giving the best matching texts of one owner's sessions
+    (search, scope_id, owner, excluded session id, limit): rows (session_id, agent,
+    created_at, snippet)."""
     owner_lock: str | None
     """Run first in a memory add, with one `?` naming the owner, so that concurrent adds of
     one owner count the entries one after another (None: the write lock does already)."""
@@ -817,7 +818,7 @@ class SqlStorage(abc.ABC):
         words = d.search_words(index_text(query))
         if words is None:
             return []
-        statement = Statement(d.memory_matches, (words, *_owner_values(agent, owner), limit))
+        statement = Statement(*d.memory_matches(words, agent, owner, limit))
         rows = (await self._read(lambda: _only(statement))).rows
         return [MemoryMatch(d.rows.memory(row), str(row[7])) for row in rows]
 
@@ -836,7 +837,7 @@ class SqlStorage(abc.ABC):
         if words is None:
             return []
         statement = Statement(
-            d.session_matches, (words, scope_id, owner, exclude_session or "", limit)
+            *d.session_matches(words, scope_id, owner, exclude_session or "", limit)
         )
         rows = (await self._read(lambda: _only(statement))).rows
         return [

@@ -188,8 +188,11 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         # An agent's notes about its owner (SPEC 21), and the words of the session logs that
         # `session_search` looks through. Each FTS5 index reads its text from a plain table
         # (external content, kept in step by triggers) keyed by an INTEGER PRIMARY KEY, a
-        # rowid that VACUUM never renumbers. Logs written before this migration get their
-        # people's messages and their agents' answers indexed here.
+        # rowid that VACUUM never renumbers. Its `who` column holds one token naming the
+        # owner (`amodal_search_key`, a hash the storage registers on its connections), so
+        # a search matches one owner's rows inside the index instead of ranking everyone's.
+        # Logs written before this migration get their people's messages and their agents'
+        # answers indexed here.
         """
         CREATE TABLE memory_entries (
             n INTEGER PRIMARY KEY,
@@ -199,37 +202,47 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
             scope_id TEXT NOT NULL,
             owner TEXT NOT NULL,
             text TEXT NOT NULL,
-            created_at TEXT NOT NULL
+            created_at TEXT NOT NULL,
+            who TEXT NOT NULL DEFAULT ''
         );
         CREATE INDEX memory_by_owner ON memory_entries (agent, kind, scope_id, owner, n);
         CREATE VIRTUAL TABLE memory_search USING fts5 (
-            text, content = 'memory_entries', content_rowid = 'n',
+            text, who, content = 'memory_entries', content_rowid = 'n',
             tokenize = 'porter unicode61 remove_diacritics 2'
         );
         CREATE TRIGGER memory_search_add AFTER INSERT ON memory_entries BEGIN
-            INSERT INTO memory_search (rowid, text) VALUES (new.n, new.text);
+            UPDATE memory_entries
+                SET who = amodal_search_key(new.agent, new.kind, new.scope_id, new.owner)
+                WHERE n = new.n;
+            INSERT INTO memory_search (rowid, text, who)
+                SELECT n, text, who FROM memory_entries WHERE n = new.n;
         END;
         CREATE TRIGGER memory_search_remove AFTER DELETE ON memory_entries BEGIN
-            INSERT INTO memory_search (memory_search, rowid, text)
-                VALUES ('delete', old.n, old.text);
+            INSERT INTO memory_search (memory_search, rowid, text, who)
+                VALUES ('delete', old.n, old.text, old.who);
         END;
         CREATE TABLE event_texts (
             n INTEGER PRIMARY KEY,
             session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
             seq INTEGER NOT NULL,
-            text TEXT NOT NULL
+            text TEXT NOT NULL,
+            who TEXT NOT NULL DEFAULT ''
         );
         CREATE INDEX event_texts_by_session ON event_texts (session_id, seq);
         CREATE VIRTUAL TABLE event_search USING fts5 (
-            text, content = 'event_texts', content_rowid = 'n',
+            text, who, content = 'event_texts', content_rowid = 'n',
             tokenize = 'porter unicode61 remove_diacritics 2'
         );
         CREATE TRIGGER event_search_add AFTER INSERT ON event_texts BEGIN
-            INSERT INTO event_search (rowid, text) VALUES (new.n, new.text);
+            UPDATE event_texts SET who = (
+                SELECT amodal_search_key(scope_id, owner) FROM sessions WHERE id = new.session_id
+            ) WHERE n = new.n;
+            INSERT INTO event_search (rowid, text, who)
+                SELECT n, text, who FROM event_texts WHERE n = new.n;
         END;
         CREATE TRIGGER event_search_remove AFTER DELETE ON event_texts BEGIN
-            INSERT INTO event_search (event_search, rowid, text)
-                VALUES ('delete', old.n, old.text);
+            INSERT INTO event_search (event_search, rowid, text, who)
+                VALUES ('delete', old.n, old.text, old.who);
         END;
         INSERT INTO event_texts (session_id, seq, text)
             SELECT session_id, seq, json_extract(data, '$.text') FROM events

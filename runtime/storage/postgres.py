@@ -39,7 +39,7 @@ from runtime.storage._rows import Decoders
 from runtime.storage._sql import Dialect, Filters, Operation, Plan, Result, SqlStorage, Statement
 from runtime.storage._values import aware, load
 from runtime.storage.migrations import POSTGRES_MIGRATIONS, Migration
-from runtime.storage.records import JSONObject
+from runtime.storage.records import JSONObject, MemoryOwner
 
 T = TypeVar("T")
 Connection = psycopg.AsyncConnection[TupleRow]
@@ -272,6 +272,18 @@ _SESSION_MATCHES = f"""
 """
 
 
+def _memory_matches(
+    words: str, agent: str, owner: MemoryOwner, limit: int
+) -> tuple[str, list[Any]]:
+    return _MEMORY_MATCHES, [words, agent, owner.kind, owner.scope_id, owner.owner, limit]
+
+
+def _session_matches(
+    words: str, scope_id: str, owner: str | None, exclude: str, limit: int
+) -> tuple[str, list[Any]]:
+    return _SESSION_MATCHES, [words, scope_id, owner, exclude, limit]
+
+
 def _search_words(query: str) -> str | None:
     # websearch_to_tsquery reads the query itself and never fails on its syntax; text
     # PostgreSQL cannot hold finds nothing.
@@ -294,8 +306,8 @@ POSTGRES = Dialect(
     document_filters=_filters,
     document_order=_order,
     search_words=_search_words,
-    memory_matches=_MEMORY_MATCHES,
-    session_matches=_SESSION_MATCHES,
+    memory_matches=_memory_matches,
+    session_matches=_session_matches,
     owner_lock="SELECT pg_advisory_xact_lock(hashtext(?))",
 )
 PostgresStorage.dialect = POSTGRES

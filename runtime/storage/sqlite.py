@@ -25,6 +25,8 @@ as lease expiries are held).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import sqlite3
@@ -44,7 +46,7 @@ from runtime.storage._rows import Decoders
 from runtime.storage._sql import Dialect, Filters, Operation, Plan, Result, SqlStorage, Statement
 from runtime.storage._values import iso, load
 from runtime.storage.migrations import SQLITE_MIGRATIONS, Migration
-from runtime.storage.records import FilterValue, utc_now
+from runtime.storage.records import FilterValue, MemoryOwner, utc_now
 
 T = TypeVar("T")
 
@@ -201,6 +203,7 @@ def _connect(path: Path) -> Connection:
         connection.execute("PRAGMA busy_timeout = 0")
         connection.create_function("amodal_now", 0, _now_text)
         connection.create_function("amodal_clock", 0, time.time)
+        connection.create_function("amodal_search_key", -1, search_key, deterministic=True)
     except sqlite3.Error as e:
         connection.close()
         raise StorageError(f"cannot set up the database {path}: {e}") from e
@@ -300,25 +303,77 @@ def _search_words(query: str) -> str | None:
     return " ".join(parts) or None
 
 
+SEARCH_WINDOW = 1000
+"""How many of one owner's newest matches a search ranks: FTS5 finds them in rowid order
+without scoring the rest, so a word that is in every message costs as little as a rare
+one (a person with more matching history than this finds the best of the newest)."""
+
+
+def search_key(*parts: object) -> str:
+    """The one token that names an owner in an index's `who` column (registered on every
+    connection as `amodal_search_key`): a hash, so no two owners share one and no owner's
+    name or case folding can make them."""
+    digest = hashlib.blake2b(json.dumps(parts).encode(), digest_size=12).hexdigest()
+    return f"k{digest}"
+
+
+def _owned(key: str, words: str) -> str:
+    # Column filters: the owner's token in `who`, the person's words in `text` only.
+    return f'who : "{key}" AND text : ({words})'
+
+
+# bm25 with the `who` column weighted 0: every candidate has the same owner token.
+_BEST = """
+    best AS (
+        SELECT w.n, w.score FROM (
+            SELECT rowid AS n, bm25({table}, 1.0, 0.0) AS score FROM {table}
+            WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT {window}
+        ) AS w {keep} ORDER BY w.score, w.n DESC LIMIT ?
+    )
+"""
 _SNIPPET = "'[', ']', '…', 16"
 _MEMORY_MATCHES = f"""
+    WITH {_BEST.format(table="memory_search", window=SEARCH_WINDOW, keep="")}
     SELECT m.id, m.agent, m.kind, m.scope_id, m.owner, m.text, m.created_at,
            snippet(memory_search, 0, {_SNIPPET})
-    FROM memory_search JOIN memory_entries m ON m.n = memory_search.rowid
+    FROM memory_search
+    JOIN best ON best.n = memory_search.rowid
+    JOIN memory_entries m ON m.n = memory_search.rowid
     WHERE memory_search MATCH ? AND m.agent = ? AND m.kind = ? AND m.scope_id = ?
       AND m.owner = ?
-    ORDER BY memory_search.rank, m.n LIMIT ?
+    ORDER BY best.score, m.n
 """
+_SESSION_BEST = _BEST.format(
+    table="event_search",
+    window=SEARCH_WINDOW,
+    keep="JOIN event_texts kept ON kept.n = w.n WHERE kept.session_id <> ?",
+)
 _SESSION_MATCHES = f"""
+    WITH {_SESSION_BEST}
     SELECT t.session_id, COALESCE(e.agent, s.root_agent), e.created_at,
            snippet(event_search, 0, {_SNIPPET})
     FROM event_search
+    JOIN best ON best.n = event_search.rowid
     JOIN event_texts t ON t.n = event_search.rowid
     JOIN sessions s ON s.id = t.session_id
     JOIN events e ON e.session_id = t.session_id AND e.seq = t.seq
     WHERE event_search MATCH ? AND s.scope_id = ? AND s.owner IS ? AND s.id <> ?
-    ORDER BY event_search.rank LIMIT ?
+    ORDER BY best.score, t.n DESC
 """
+
+
+def _memory_matches(
+    words: str, agent: str, owner: MemoryOwner, limit: int
+) -> tuple[str, list[Any]]:
+    match = _owned(search_key(agent, owner.kind, owner.scope_id, owner.owner), words)
+    return _MEMORY_MATCHES, [match, limit, match, agent, owner.kind, owner.scope_id, owner.owner]
+
+
+def _session_matches(
+    words: str, scope_id: str, owner: str | None, exclude: str, limit: int
+) -> tuple[str, list[Any]]:
+    match = _owned(search_key(scope_id, owner), words)
+    return _SESSION_MATCHES, [match, exclude, limit, match, scope_id, owner, exclude]
 
 
 SQLITE = Dialect(
@@ -337,10 +392,10 @@ SQLITE = Dialect(
     document_filters=_filters,
     document_order=_order,
     search_words=_search_words,
-    memory_matches=_MEMORY_MATCHES,
-    session_matches=_SESSION_MATCHES,
+    memory_matches=_memory_matches,
+    session_matches=_session_matches,
     owner_lock=None,  # BEGIN IMMEDIATE holds the whole database
 )
 SqliteStorage.dialect = SQLITE
 
-__all__ = ["BUSY_TIMEOUT_SECONDS", "SQLITE", "SqliteStorage"]
+__all__ = ["BUSY_TIMEOUT_SECONDS", "SEARCH_WINDOW", "SQLITE", "SqliteStorage", "search_key"]

@@ -190,3 +190,39 @@ async def test_a_search_text_the_database_cannot_hold_is_indexed_cleaned(storage
     assert event.data == {"text": text}  # the log keeps it exactly
     assert len(await storage.search_sessions("acme", "alice", "harbour")) == 1
     assert len(await storage.search_sessions("acme", "alice", "byte \ud800")) == 1
+
+
+async def test_other_owners_matches_never_crowd_out_the_owners_own(storage: Storage) -> None:
+    # Far more of another owner's matching events than a search ranks, all newer than the
+    # one that matters: the index matches by owner first, so hers is still found.
+    await storage.create_session(session_record("a1", scope_id="acme", owner="alice"))
+    await searchable(storage, "a1", "the lighthouse keeper's log")
+    for index in range(3):
+        session_id = f"b{index}"
+        await storage.create_session(session_record(session_id, scope_id="acme", owner="bob"))
+        await searchable(storage, session_id, *["another lighthouse, and more"] * 400)
+    found = await storage.search_sessions("acme", "alice", "lighthouse")
+    assert [match.session_id for match in found] == ["a1"]
+    assert len(await storage.search_sessions("acme", "bob", "lighthouse", limit=50)) == 50
+
+
+async def test_the_session_searched_from_never_crowds_out_the_others(storage: Storage) -> None:
+    await storage.create_session(session_record("old", scope_id="acme", owner="alice"))
+    await searchable(storage, "old", "we talked about the harbour")
+    await storage.create_session(session_record("now", scope_id="acme", owner="alice"))
+    await searchable(storage, "now", *["harbour harbour harbour"] * 30)
+    found = await storage.search_sessions(
+        "acme", "alice", "harbour", limit=1, exclude_session="now"
+    )
+    assert [match.session_id for match in found] == ["old"]
+
+
+async def test_one_owners_notes_are_searched_apart_from_everyone_elses(storage: Storage) -> None:
+    for index in range(60):
+        other = MemoryOwner("user", "acme", f"user-{index}")
+        await storage.add_memory(
+            note("likes the harbour view", f"o{index}", other), max_entries=5, max_chars=999
+        )
+    await add(storage, "likes the harbour at dawn", "mine")
+    found = await storage.search_memory("helper", ALICE, "harbour")
+    assert [match.entry.id for match in found] == ["mine"]
