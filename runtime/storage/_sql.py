@@ -161,6 +161,13 @@ class Dialect:
     """The statement and parameters giving the best matching texts of one owner's sessions
     (search, scope_id, owner, excluded session id, limit): rows (session_id, agent,
     created_at, snippet)."""
+    session_window: Callable[[str, str, str | None, str, int], tuple[str, list[Any]]] | None
+    """A cheaper first try of `session_matches` (same parameters): the owner's best among
+    the newest `search_window` matches of every owner, its rows with a fifth column, how
+    many matches that window held. Its answer stands when it has the limit's rows, or when
+    the window held every match; else `session_matches` runs. None: no first try."""
+    search_window: int
+    """How many matches `session_window` (and SQLite's `session_matches`) rank at most."""
     owner_lock: str | None
     """Run first in a memory add, with one `?` naming the owner, so that concurrent adds of
     one owner count the entries one after another (None: the write lock does already)."""
@@ -836,10 +843,19 @@ class SqlStorage(abc.ABC):
         words = d.search_words(index_text(query))
         if words is None:
             return []
-        statement = Statement(
-            *d.session_matches(words, scope_id, owner, exclude_session or "", limit)
-        )
-        rows = (await self._read(lambda: _only(statement))).rows
+        asked = (words, scope_id, owner, exclude_session or "", limit)
+        window = None if d.session_window is None else Statement(*d.session_window(*asked))
+        matches = Statement(*d.session_matches(*asked))
+
+        def search() -> Operation[Sequence[Row]]:
+            if window is not None:
+                rows = (yield window).rows
+                # Enough matches, or the window held every match of everyone: it stands.
+                if len(rows) == limit or (rows and int(rows[0][4]) < d.search_window):
+                    return rows
+            return (yield matches).rows
+
+        rows = await self._read(search)
         return [
             SessionMatch(str(row[0]), str(row[1]), d.rows.time(row[2]), str(row[3])) for row in rows
         ]

@@ -308,6 +308,8 @@ POSTGRES = Dialect(
     search_words=_search_words,
     memory_matches=_memory_matches,
     session_matches=_session_matches,
+    session_window=None,
+    search_window=0,
     owner_lock="SELECT pg_advisory_xact_lock(hashtext(?))",
 )
 PostgresStorage.dialect = POSTGRES

@@ -274,6 +274,20 @@ def _order(field: str | None, descending: bool) -> tuple[str, list[Any]]:
 
 # --- full-text search: FTS5 ----------------------------------------------------
 
+STOP_WORDS = frozenset(
+    """i me my myself we our ours ourselves you your yours yourself yourselves he him his
+    himself she her hers herself it its itself they them their theirs themselves what which
+    who whom this that these those am is are was were be been being have has had having do
+    does did doing a an the and but if or because as until while of at by for with about
+    against between into through during before after above below to from up down in out on
+    off over under again further then once here there when where why how all any both each
+    few more most other some such no nor not only own same so than too very s t can will
+    just don should now""".split()
+)
+"""English words a search leaves out, as PostgreSQL's `english` configuration does (its
+Snowball list): they are in nearly every message, so they find everything and rank
+nothing, and scoring them reads the whole index."""
+
 _SEARCH_TERM = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 _WORD = re.compile(r"\w")
 
@@ -281,7 +295,8 @@ _WORD = re.compile(r"\w")
 def _search_words(query: str) -> str | None:
     """A websearch-style query (as PostgreSQL's `websearch_to_tsquery` reads one) in FTS5's
     syntax: words and "phrases" all required, `or` between two alternatives, `-word` left
-    out. Every term is quoted, so nothing a person types is FTS5 syntax."""
+    out, stop words dropped. Every term is quoted, so nothing a person types is FTS5
+    syntax."""
     parts: list[str] = []
     for negated, phrase, word in _SEARCH_TERM.findall(query):
         term = phrase if phrase or not word else word
@@ -291,6 +306,7 @@ def _search_words(query: str) -> str | None:
             if parts and parts[-1] not in ("AND", "OR", "NOT"):
                 parts.append("OR")
             continue
+        term = " ".join(word for word in term.split() if word.lower() not in STOP_WORDS)
         if not _WORD.search(term):
             continue
         if negated and not parts:
@@ -303,10 +319,10 @@ def _search_words(query: str) -> str | None:
     return " ".join(parts) or None
 
 
-SEARCH_WINDOW = 1000
-"""How many of one owner's newest matches a search ranks: FTS5 finds them in rowid order
-without scoring the rest, so a word that is in every message costs as little as a rare
-one (a person with more matching history than this finds the best of the newest)."""
+SEARCH_WINDOW = 200
+"""How many of the newest matches a search ranks: FTS5 finds them in rowid order without
+scoring the rest, so a word that is in every message costs about what a rare one does (a
+person with more matching history than this finds the best of their newest)."""
 
 
 def search_key(*parts: object) -> str:
@@ -362,6 +378,39 @@ _SESSION_MATCHES = f"""
 """
 
 
+# First try: the newest matches of everyone, the owner's kept (no owner token: reading a
+# large owner's token list costs more than the whole window).
+_SESSION_WINDOW = f"""
+    WITH newest AS (
+        SELECT rowid AS n, bm25(event_search, 1.0, 0.0) AS score FROM event_search
+        WHERE event_search MATCH ? ORDER BY rowid DESC LIMIT {SEARCH_WINDOW}
+    ),
+    best AS (
+        SELECT w.n, w.score FROM newest AS w
+        JOIN event_texts kept ON kept.n = w.n
+        JOIN sessions ks ON ks.id = kept.session_id
+        WHERE ks.scope_id = ? AND ks.owner IS ? AND ks.id <> ?
+        ORDER BY w.score, w.n DESC LIMIT ?
+    )
+    SELECT t.session_id, COALESCE(e.agent, s.root_agent), e.created_at,
+           snippet(event_search, 0, {_SNIPPET}), (SELECT COUNT(*) FROM newest)
+    FROM event_search
+    JOIN best ON best.n = event_search.rowid
+    JOIN event_texts t ON t.n = event_search.rowid
+    JOIN sessions s ON s.id = t.session_id
+    JOIN events e ON e.session_id = t.session_id AND e.seq = t.seq
+    WHERE event_search MATCH ?
+    ORDER BY best.score, t.n DESC
+"""
+
+
+def _session_window(
+    words: str, scope_id: str, owner: str | None, exclude: str, limit: int
+) -> tuple[str, list[Any]]:
+    match = f"text : ({words})"
+    return _SESSION_WINDOW, [match, scope_id, owner, exclude, limit, match]
+
+
 def _memory_matches(
     words: str, agent: str, owner: MemoryOwner, limit: int
 ) -> tuple[str, list[Any]]:
@@ -394,8 +443,17 @@ SQLITE = Dialect(
     search_words=_search_words,
     memory_matches=_memory_matches,
     session_matches=_session_matches,
+    session_window=_session_window,
+    search_window=SEARCH_WINDOW,
     owner_lock=None,  # BEGIN IMMEDIATE holds the whole database
 )
 SqliteStorage.dialect = SQLITE
 
-__all__ = ["BUSY_TIMEOUT_SECONDS", "SEARCH_WINDOW", "SQLITE", "SqliteStorage", "search_key"]
+__all__ = [
+    "BUSY_TIMEOUT_SECONDS",
+    "SEARCH_WINDOW",
+    "SQLITE",
+    "STOP_WORDS",
+    "SqliteStorage",
+    "search_key",
+]

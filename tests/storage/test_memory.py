@@ -226,3 +226,15 @@ async def test_one_owners_notes_are_searched_apart_from_everyone_elses(storage: 
     await add(storage, "likes the harbour at dawn", "mine")
     found = await storage.search_memory("helper", ALICE, "harbour")
     assert [match.entry.id for match in found] == ["mine"]
+
+
+async def test_stop_words_are_left_out_of_a_search_on_both_backends(storage: Storage) -> None:
+    await storage.create_session(session_record("a1", scope_id="acme", owner="alice"))
+    await searchable(storage, "a1", "the harbour is where the boats are")
+    assert await storage.search_sessions("acme", "alice", "the") == []
+    assert await storage.search_sessions("acme", "alice", "is the") == []
+    found = await storage.search_sessions("acme", "alice", "the harbour")
+    assert [match.session_id for match in found] == ["a1"]
+    await add(storage, "the person likes the harbour", "m1")
+    assert await storage.search_memory("helper", ALICE, "the") == []
+    assert len(await storage.search_memory("helper", ALICE, "harbour or the")) == 1
