@@ -27,6 +27,7 @@ from runtime import events
 from runtime._text import json_problem
 from runtime.engine.chats import ChatService, thread_session_id
 from runtime.engine.log import PastTurn, PromptEntry, TextEntry, position
+from runtime.engine.memories import delete_entry, list_entries
 from runtime.engine.model_pool import ModelRouter
 from runtime.engine.rooting import rootable
 from runtime.engine.services import Services
@@ -41,6 +42,7 @@ from runtime.repo.bundle import AgentDefinition, Bundle
 from runtime.repo.reload import LiveBundle, watch
 from runtime.storage import (
     AgentRunRecord,
+    MemoryEntry,
     PendingConfirmation,
     SessionRecord,
     Storage,
@@ -579,6 +581,41 @@ class Runtime:
         operator: bool = False,
     ) -> None:
         await self._chats.delete_session(session_id, _caller(claims, operator))
+
+    async def memory(
+        self,
+        agent: str,
+        *,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+        owner: str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[MemoryEntry]:
+        """What `agent` remembers about the caller (SPEC 21), oldest first: the notes its
+        tools would reach for these claims. `owner` is the operator's filter: that owner's
+        notes (a `sub`; "" for the operator's own and the shared ones). `UnknownAgentError`
+        for an agent the bundle lacks."""
+        return await list_entries(
+            self._services.storage,
+            self.bundle,
+            agent,
+            _caller(claims, operator),
+            owner=owner,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def delete_memory(
+        self,
+        entry_id: str,
+        *,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> None:
+        """Delete one memory entry: the caller's own (or their scope's), or any for the
+        operator; `MemoryNotFoundError` for one the caller may not see."""
+        await delete_entry(self._services.storage, entry_id, _caller(claims, operator))
 
 
 def _request(

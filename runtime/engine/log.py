@@ -800,6 +800,7 @@ async def append(
             run_id=run_id,
             agent=agent,
             bundle_version=bundle_version,
+            search_text=_search_text(entry),
         )
     return Logged(
         session_id,
@@ -810,6 +811,14 @@ async def append(
         stored.created_at,
         entry,
     )
+
+
+def _search_text(entry: LogEntry) -> str | None:
+    """What `session_search` finds an entry by: the person's messages and the agents'
+    answers (never tool results, prompts or notes of the runtime's own)."""
+    if isinstance(entry, UserEntry | AnswerEntry):
+        return entry.text or None
+    return None
 
 
 class Publisher(Protocol):

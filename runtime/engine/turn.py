@@ -49,7 +49,7 @@ from runtime.repo.bundle import MAIN_AGENT, AgentDefinition, Bundle
 from runtime.repo.model_bindings import model_card
 from runtime.storage import AgentRunRecord, PendingConfirmation, SessionRecord, utc_now
 from runtime.surface.caller import Caller, EarlierMessage
-from runtime.surface.prompt import context_prompt
+from runtime.surface.prompt import context_prompt, per_turn_prompt
 from runtime.surface.resolution import Surface, resolve
 from runtime.tools import ToolContext
 from runtime.tools.delegation import LABEL_CHARS
@@ -112,6 +112,7 @@ class Turn:
             services,
             self._log,
             sink,
+            owner=caller.owner,
             read_only=bool(session.metadata.get("read_only")),
         )
         self._consumed = False
@@ -236,7 +237,10 @@ class Turn:
                 run_id=self.run_id,
                 agent=self.agent,
                 system_prompt=await self._system_prompt(definition, surface),
-                context_prompt=context_prompt(definition, self.context),
+                context_prompt=per_turn_prompt(
+                    await self._scope.memory_prompt(definition, caller),
+                    context_prompt(definition, self.context),
+                ),
                 tools=self._scope.tools_for(surface, caller, self.run_id, 0),
                 max_tool_calls=_budget(bundle, definition),
                 model=model,
@@ -244,7 +248,13 @@ class Turn:
                 settings=definition.model_settings if definition else ModelSettings(),
                 cache_key=f"amodal:{bundle.config.name}:{self.agent}",
                 tool_context=ToolContext(
-                    bundle, surface, caller, session.id, self.run_id, self.agent
+                    bundle,
+                    surface,
+                    caller,
+                    session.id,
+                    self.run_id,
+                    self.agent,
+                    owner=self.caller.owner,
                 ),
                 result_limit=bundle.config.limits.max_tool_result_chars,
                 repeat_limit=bundle.config.limits.repeated_call_limit,

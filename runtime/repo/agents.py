@@ -215,6 +215,7 @@ def _definition(
         if settings
         else ModelSettings(),
         compaction=value("compaction", "compaction"),
+        memory_config=value("memory", "memory"),
         prompt=prompt,
         context=context,
         digest=reader.digest(f"{AGENTS_DIR}/{name}/"),

@@ -52,7 +52,6 @@ FOREIGN_REPO_KEYS = (
     "embed",
     "sandbox",
     "webTools",
-    "memory",
     "proactive",
     "stores",
 )
@@ -388,6 +387,31 @@ class CompactionConfig(Shorthand):
         return {"enabled": False} if data is False else data
 
 
+MemoryScope = Literal["user", "scope", "agent"]
+
+
+class MemoryConfig(Shorthand):
+    """`memory` (SPEC 21): the notes an agent keeps across sessions, whose they are, and how
+    many; `true` for the defaults, `false` for none."""
+
+    shorthand_schema: ClassVar[dict[str, Any]] = {"type": "boolean"}
+
+    scope: MemoryScope = "user"
+    """Whose notes: each person's (`user`, by the `sub` claim), one scope's, or the agent's."""
+    max_entries: Count = Field(default=50, ge=1, le=100)
+    max_chars: Count = Field(default=8000, ge=100, le=100_000)
+    """The characters of all of one owner's entries together."""
+    enabled: bool = True
+    """`{"enabled": false}` (the reference platform's spelling) is `false`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_switch(cls, data: Any) -> Any:
+        if data is True:
+            return {}
+        return {"enabled": False} if data is False else data
+
+
 class FileTools(Strict):
     root: str = "."
 
@@ -406,6 +430,8 @@ class RepoConfig(Strict):
     limits: Limits = Limits()
     file_tools: FileTools = FileTools()
     compaction: CompactionConfig = CompactionConfig()
+    memory: MemoryConfig | None = None
+    """The memory of agents that do not set their own (SPEC 21); None: none."""
     # Accepted for compatibility with the reference platform; the loader warns about each.
     packages: SkipJsonSchema[Any] = None
     pages: SkipJsonSchema[Any] = None
@@ -413,7 +439,6 @@ class RepoConfig(Strict):
     embed: SkipJsonSchema[Any] = None
     sandbox: SkipJsonSchema[Any] = None
     web_tools: SkipJsonSchema[Any] = None
-    memory: SkipJsonSchema[Any] = None
     proactive: SkipJsonSchema[Any] = None
     stores: SkipJsonSchema[Any] = None
 
@@ -484,6 +509,8 @@ class AgentConfig(Strict):
     model_settings: ModelSettingsFile | None = None
     compaction: CompactionConfig | None = None
     """None: amodal.json's `compaction`."""
+    memory: MemoryConfig | None = None
+    """None: amodal.json's `memory`."""
     max_depth: int | None = Field(default=None, ge=1, le=5)
     timeout: int | None = Field(default=None, ge=5, le=600)
     target_output_min: int | None = Field(default=None, ge=50, le=4000)

@@ -30,6 +30,7 @@ from runtime.repo.evals import EvalNames, load_suites
 from runtime.repo.integrations import load_connections
 from runtime.repo.knowledge import load_knowledge
 from runtime.repo.registry import (
+    MEMORY_TOOLS,
     REQUEST,
     ToolInfo,
     builtin_tools,
@@ -281,6 +282,9 @@ def _check_tool(
         return  # an MCP tool: its names are known only once the server is reached
     if name == REQUEST:
         _fail(report, entry, "`request` comes with connections: list them under `connections`")
+        return
+    if name in MEMORY_TOOLS:
+        _fail(report, entry, f'{name!r} comes with memory: set `"memory": true` instead')
         return
     info = names.tools.get(name)
     if info is None:

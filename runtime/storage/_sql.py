@@ -36,6 +36,7 @@ from runtime.storage._rows import (
     AUTOMATION_RUN_COLUMNS,
     DOCUMENT_COLUMNS,
     EVENT_COLUMNS,
+    MEMORY_COLUMNS,
     PENDING_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,
@@ -44,11 +45,14 @@ from runtime.storage._rows import (
 )
 from runtime.storage._values import (
     check_document,
+    check_memory,
     check_page,
     check_query,
+    check_search,
     check_status,
     check_ttl,
     dump,
+    index_text,
     load,
 )
 from runtime.storage.migrations import Migration
@@ -62,9 +66,15 @@ from runtime.storage.records import (
     DocumentQuery,
     FilterValue,
     JSONObject,
+    MemoryEntry,
+    MemoryKind,
+    MemoryMatch,
+    MemoryOwner,
+    MemoryUsage,
     NewEvent,
     PendingConfirmation,
     RunStatus,
+    SessionMatch,
     SessionRecord,
     StoredEvent,
     StoreDocument,
@@ -145,6 +155,26 @@ class Dialect:
     """The conditions (AND) and their parameters of a query's equality filters."""
     document_order: Callable[[str | None, bool], tuple[str, list[Any]]]
     """The ORDER BY of a query (by field, descending?) and its parameters; by key for None."""
+    search_words: Callable[[str], str | None]
+    """A person's search (words, "quoted phrases", `or`, `-word`) as the parameter the
+    search statements take; None when it has no word to look for."""
+    memory_matches: Callable[[str, str, MemoryOwner, int], tuple[str, list[Any]]]
+    """The statement and parameters giving the best matches of `search_words`' search among
+    one owner's entries (agent, owner, limit): rows of MEMORY_COLUMNS and a snippet."""
+    session_matches: Callable[[str, str, str | None, str, int], tuple[str, list[Any]]]
+    """The statement and parameters giving the best matching texts of one owner's sessions
+    (search, scope_id, owner, excluded session id, limit): rows (session_id, agent,
+    created_at, snippet)."""
+    session_window: Callable[[str, str, str | None, str, int], tuple[str, list[Any]]] | None
+    """A cheaper first try of `session_matches` (same parameters): the owner's best among
+    the newest `search_window` matches of every owner, its rows with a fifth column, how
+    many matches that window held. Its answer stands when it has the limit's rows, or when
+    the window held every match; else `session_matches` runs. None: no first try."""
+    search_window: int
+    """How many matches `session_window` (and SQLite's `session_matches`) rank at most."""
+    owner_lock: str | None
+    """Run first in a memory add, with one `?` naming the owner, so that concurrent adds of
+    one owner count the entries one after another (None: the write lock does already)."""
 
 
 # Fixed fragments, the same in both dialects.
@@ -342,8 +372,9 @@ class SqlStorage(abc.ABC):
         run_id: str | None,
         agent: str | None,
         bundle_version: str | None,
+        search_text: str | None = None,
     ) -> StoredEvent:
-        event = NewEvent(type, data, run_id, agent, bundle_version)
+        event = NewEvent(type, data, run_id, agent, bundle_version, search_text)
         (stored,) = await self.append_events(session_id, (event,))
         return stored
 
@@ -355,6 +386,11 @@ class SqlStorage(abc.ABC):
         created_at = utc_now()
         created = self.dialect.time(created_at, "now")
         count = len(events)
+        texts = [
+            (index, index_text(event.search_text))
+            for index, event in enumerate(events)
+            if event.search_text is not None and event.search_text.strip()
+        ]
 
         def append() -> Operation[int]:
             # One UPDATE both checks the session and reserves `count` seqs; the lock it
@@ -385,6 +421,12 @@ class SqlStorage(abc.ABC):
                 ],
                 many=True,
             )
+            if texts:
+                yield Statement(
+                    "INSERT INTO event_texts (session_id, seq, text) VALUES (?, ?, ?)",
+                    [(session_id, first + index, text) for index, text in texts],
+                    many=True,
+                )
             return first
 
         first = await self._write(append)
@@ -859,6 +901,134 @@ class SqlStorage(abc.ABC):
             f"WHERE expires_at IS NOT NULL AND expires_at <= {self.dialect.now}"
         )
         return max((await self._write(lambda: _only(statement))).changed, 0)
+
+    # --- memory and search -----------------------------------------------------------
+
+    async def add_memory(
+        self, entry: MemoryEntry, *, max_entries: int, max_chars: int
+    ) -> MemoryUsage:
+        check_memory(entry, max_entries, max_chars)
+        d = self.dialect
+        who = _owner_values(entry.agent, entry.owner)
+        row = (entry.id, *who, entry.text, d.time(entry.created_at, "created_at"))
+
+        def add() -> Operation[MemoryUsage]:
+            if d.owner_lock is not None:
+                yield Statement(d.owner_lock, (json.dumps(who),))
+            found = (
+                yield Statement(
+                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(text)), 0) FROM memory_entries "
+                    f"WHERE {_MEMORY_OWNER}",
+                    who,
+                )
+            ).one()
+            entries, chars = (int(found[0]), int(found[1])) if found is not None else (0, 0)
+            if entries + 1 > max_entries or chars + len(entry.text) > max_chars:
+                return MemoryUsage(entries, chars, added=False)
+            yield Statement(
+                f"INSERT INTO memory_entries ({MEMORY_COLUMNS}) VALUES ({_marks(7)})",
+                row,
+                exists=RecordExistsError("memory entry", entry.id),
+            )
+            return MemoryUsage(entries + 1, chars + len(entry.text))
+
+        return await self._write(add)
+
+    async def list_memory(
+        self,
+        agent: str,
+        *,
+        kind: MemoryKind | None = None,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[MemoryEntry]:
+        check_page(limit, offset)
+        conditions, values = ["agent = ?"], [agent]
+        for column, value in (("kind", kind), ("scope_id", scope_id), ("owner", owner)):
+            if value is not None:
+                conditions.append(f"{column} = ?")
+                values.append(value)
+        statement = Statement(
+            f"SELECT {MEMORY_COLUMNS} FROM memory_entries WHERE {' AND '.join(conditions)} "
+            "ORDER BY n LIMIT ? OFFSET ?",
+            (*values, limit, offset),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self.dialect.rows.memory(row) for row in rows]
+
+    async def get_memory(self, entry_id: str) -> MemoryEntry | None:
+        statement = Statement(
+            f"SELECT {MEMORY_COLUMNS} FROM memory_entries WHERE id = ?", (entry_id,)
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return None if row is None else self.dialect.rows.memory(row)
+
+    async def delete_memory(
+        self, entry_id: str, *, agent: str | None = None, owner: MemoryOwner | None = None
+    ) -> bool:
+        conditions, values = ["id = ?"], [entry_id]
+        if agent is not None:
+            conditions.append("agent = ?")
+            values.append(agent)
+        if owner is not None:
+            conditions.append("kind = ? AND scope_id = ? AND owner = ?")
+            values.extend((owner.kind, owner.scope_id, owner.owner))
+        statement = Statement(
+            f"DELETE FROM memory_entries WHERE {' AND '.join(conditions)}", values
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
+    async def search_memory(
+        self, agent: str, owner: MemoryOwner, query: str, *, limit: int = 10
+    ) -> list[MemoryMatch]:
+        check_search(query, limit)
+        d = self.dialect
+        words = d.search_words(index_text(query))
+        if words is None:
+            return []
+        statement = Statement(*d.memory_matches(words, agent, owner, limit))
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [MemoryMatch(d.rows.memory(row), str(row[7])) for row in rows]
+
+    async def search_sessions(
+        self,
+        scope_id: str,
+        owner: str | None,
+        query: str,
+        *,
+        limit: int = 10,
+        exclude_session: str | None = None,
+    ) -> list[SessionMatch]:
+        check_search(query, limit)
+        d = self.dialect
+        words = d.search_words(index_text(query))
+        if words is None:
+            return []
+        asked = (words, scope_id, owner, exclude_session or "", limit)
+        window = None if d.session_window is None else Statement(*d.session_window(*asked))
+        matches = Statement(*d.session_matches(*asked))
+
+        def search() -> Operation[Sequence[Row]]:
+            if window is not None:
+                rows = (yield window).rows
+                # Enough matches, or the window held every match of everyone: it stands.
+                if len(rows) == limit or (rows and int(rows[0][4]) < d.search_window):
+                    return rows
+            return (yield matches).rows
+
+        rows = await self._read(search)
+        return [
+            SessionMatch(str(row[0]), str(row[1]), d.rows.time(row[2]), str(row[3])) for row in rows
+        ]
+
+
+_MEMORY_OWNER = "agent = ? AND kind = ? AND scope_id = ? AND owner = ?"
+
+
+def _owner_values(agent: str, owner: MemoryOwner) -> tuple[str, str, str, str]:
+    return (agent, owner.kind, owner.scope_id, owner.owner)
 
 
 def _keep_history(ids: tuple[str, str, str], version: int, keep: int) -> Operation[None]:

@@ -184,6 +184,74 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         """,
     ),
     Migration(
+        "m010_memory",
+        # An agent's notes about its owner (SPEC 21), and the words of the session logs that
+        # `session_search` looks through. Each FTS5 index reads its text from a plain table
+        # (external content, kept in step by triggers) keyed by an INTEGER PRIMARY KEY, a
+        # rowid that VACUUM never renumbers. Its `who` column holds one token naming the
+        # owner (`amodal_search_key`, a hash the storage registers on its connections), so
+        # a search matches one owner's rows inside the index instead of ranking everyone's.
+        # Logs written before this migration get their people's messages and their agents'
+        # answers indexed here.
+        """
+        CREATE TABLE memory_entries (
+            n INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('user', 'scope', 'agent')),
+            scope_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            who TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX memory_by_owner ON memory_entries (agent, kind, scope_id, owner, n);
+        CREATE VIRTUAL TABLE memory_search USING fts5 (
+            text, who, content = 'memory_entries', content_rowid = 'n',
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER memory_search_add AFTER INSERT ON memory_entries BEGIN
+            UPDATE memory_entries
+                SET who = amodal_search_key(new.agent, new.kind, new.scope_id, new.owner)
+                WHERE n = new.n;
+            INSERT INTO memory_search (rowid, text, who)
+                SELECT n, text, who FROM memory_entries WHERE n = new.n;
+        END;
+        CREATE TRIGGER memory_search_remove AFTER DELETE ON memory_entries BEGIN
+            INSERT INTO memory_search (memory_search, rowid, text, who)
+                VALUES ('delete', old.n, old.text, old.who);
+        END;
+        CREATE TABLE event_texts (
+            n INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            who TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX event_texts_by_session ON event_texts (session_id, seq);
+        CREATE VIRTUAL TABLE event_search USING fts5 (
+            text, who, content = 'event_texts', content_rowid = 'n',
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER event_search_add AFTER INSERT ON event_texts BEGIN
+            UPDATE event_texts SET who = (
+                SELECT amodal_search_key(scope_id, owner) FROM sessions WHERE id = new.session_id
+            ) WHERE n = new.n;
+            INSERT INTO event_search (rowid, text, who)
+                SELECT n, text, who FROM event_texts WHERE n = new.n;
+        END;
+        CREATE TRIGGER event_search_remove AFTER DELETE ON event_texts BEGIN
+            INSERT INTO event_search (event_search, rowid, text, who)
+                VALUES ('delete', old.n, old.text, old.who);
+        END;
+        INSERT INTO event_texts (session_id, seq, text)
+            SELECT session_id, seq, json_extract(data, '$.text') FROM events
+            WHERE type IN ('user', 'assistant')
+              AND json_type(data, '$.text') = 'text' AND json_extract(data, '$.text') <> ''
+            ORDER BY session_id, seq;
+        """,
+    ),
+    Migration(
         "m012_automations",
         # One row per run of an automation; a cron slot and a webhook delivery id are
         # unique per automation, which is what makes a slot fire once across processes.
@@ -342,6 +410,39 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         "m008_operator_sessions_owner",
         """
         UPDATE sessions SET owner = '' WHERE owner = '@operator';
+        """,
+    ),
+    Migration(
+        "m010_memory",
+        # See SQLite's m010_memory. A generated tsvector column, GIN-indexed, carries each
+        # text's words; 'english' stems them as SQLite's porter tokenizer does. The backfill
+        # skips a log entry holding an escaped U+0000, which PostgreSQL text cannot hold.
+        """
+        CREATE TABLE memory_entries (
+            id TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('user', 'scope', 'agent')),
+            scope_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            n BIGINT GENERATED ALWAYS AS IDENTITY,
+            search TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', text)) STORED
+        );
+        CREATE INDEX memory_by_owner ON memory_entries (agent, kind, scope_id, owner, n);
+        CREATE INDEX memory_search ON memory_entries USING GIN (search);
+        CREATE TABLE event_texts (
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            text TEXT NOT NULL,
+            search TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+            PRIMARY KEY (session_id, seq)
+        );
+        CREATE INDEX event_search ON event_texts USING GIN (search);
+        INSERT INTO event_texts (session_id, seq, text)
+            SELECT session_id, seq, data::json ->> 'text' FROM events
+            WHERE type IN ('user', 'assistant') AND position('\\u0000' in data) = 0
+              AND json_typeof(data::json -> 'text') = 'string' AND data::json ->> 'text' <> '';
         """,
     ),
     Migration(

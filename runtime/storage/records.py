@@ -51,6 +51,9 @@ class NewEvent:
     run_id: str | None
     agent: str | None
     bundle_version: str | None
+    search_text: str | None = None
+    """Words `search_sessions` finds this event by (None: it is not searchable); kept in
+    a full-text index beside the log, never returned with the event."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +191,63 @@ class AutomationState:
     paused: bool = False
     failures: int = 0
     alerted_at: datetime | None = None
+
+
+MemoryKind = Literal["user", "scope", "agent"]
+MEMORY_KINDS: tuple[MemoryKind, ...] = ("user", "scope", "agent")
+MAX_SEARCH_LIMIT = 50
+"""The most matches one `search_memory` or `search_sessions` call returns."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryOwner:
+    """Whose notes an agent keeps (SPEC 21): one person (`user`: their scope and `sub`,
+    `owner` "" for the operator), everyone of one scope (`scope`: `owner` ""), or
+    everyone (`agent`: `scope_id` and `owner` "")."""
+
+    kind: MemoryKind
+    scope_id: str
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEntry:
+    """One note an agent keeps about its owner."""
+
+    id: str
+    agent: str
+    owner: MemoryOwner
+    text: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryUsage:
+    """How full an owner's memory of one agent is, and whether an add went in."""
+
+    entries: int
+    chars: int
+    added: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryMatch:
+    """An entry found by `search_memory`, best first."""
+
+    entry: MemoryEntry
+    snippet: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMatch:
+    """An event of an earlier session found by `search_sessions`, best first: which
+    session, the agent that wrote it (or the session's root), when, and the words around
+    the match (matched words in [brackets])."""
+
+    session_id: str
+    agent: str
+    at: datetime
+    snippet: str
 
 
 def utc_now() -> datetime:

@@ -73,7 +73,7 @@ def test_validate_prints_warnings_of_a_valid_repo_and_still_exits_zero(amodal, m
     root = make_repo(
         {
             "agents/draft/notes.txt": "later",
-            "amodal.json": {"name": "r", "version": "1", "memory": {"enabled": True}},
+            "amodal.json": {"name": "r", "version": "1", "proactive": {"enabled": True}},
         }
     )
 
@@ -81,9 +81,8 @@ def test_validate_prints_warnings_of_a_valid_repo_and_still_exits_zero(amodal, m
 
     assert result.code == 0
     assert "agents/draft: warning: ignored: the folder has no AGENT.md" in result.stderr
-    assert "amodal.json:4: warning: memory: 'memory' is defined by the reference platform" in (
-        result.stderr
-    )
+    expected = "amodal.json:4: warning: proactive: 'proactive' is defined by the reference platform"
+    assert expected in result.stderr
 
 
 def test_validate_json_prints_a_list_of_errors_with_file_line_field_message(amodal, make_repo):
