@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from runtime import events
+from runtime.engine.budget import Spender, TurnBudget
 from runtime.engine.compaction import Compactor, SessionConversation, compactor_for
 from runtime.engine.leases import TurnLease, recover
 from runtime.engine.log import (
@@ -103,7 +104,17 @@ class Turn:
         sink = EventSink()
         self._view = services.views.get(session.id)
         self._log = SessionLog(services.storage, session.id, bundle.version, sink, self._view.add)
-        self._scope = TurnScope(bundle, session.id, rooting.agent, services, self._log, sink)
+        root = bundle.agents.get(rooting.agent)
+        self.spend = TurnBudget(
+            bundle.config.limits.over(root.limits if root is not None else None),
+            bundle.config,
+            services.storage,
+            Spender(session.id, self.run_id, session.owner, session.scope_id),
+        )
+        """What the turn spends, against its limits (SPEC 22)."""
+        self._scope = TurnScope(
+            bundle, session.id, rooting.agent, services, self._log, sink, self.spend
+        )
         self._consumed = False
 
     @property
@@ -169,7 +180,11 @@ class Turn:
             await self.lease.release()
 
     async def _finish(self, reason: DoneReason) -> list[Event]:
-        done = await self._logged(DoneEntry(reason, self.usage))
+        spend = self.spend
+        limit = (
+            spend.exhausted.as_json() if spend.exhausted and reason == "budget_exhausted" else None
+        )
+        done = await self._logged(DoneEntry(reason, self.usage, spend.turn_cost, limit))
         await self.lease.release()
         self._scope.sink.close()
         return done
@@ -240,6 +255,8 @@ class Turn:
                 repeat_limit=bundle.config.limits.repeated_call_limit,
                 nested=self._scope.sink,
                 observers=self.services.observers,
+                budget=self.spend,
+                root=True,
             )
 
         result: RunResult | None = None

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from runtime.exceptions import DefinitionWarning
 from runtime.models import ModelSettings, ModelTier
 from runtime.repo.formats import (
+    BudgetLimits,
     CompactionConfig,
     ContextInjection,
     RepoConfig,
@@ -101,6 +102,10 @@ class AgentDefinition:
     context: Template | None
     digest: str
     """A hash of the agent's own files: a session rebuilds its prompt when it changes."""
+    limits: BudgetLimits | None = None
+    """Its own budgets (SPEC 22), or None for amodal.json's."""
+    limits_origin: Origin = Origin("")
+    """Where `limits` was written."""
 
     @property
     def is_default(self) -> bool:

@@ -22,6 +22,7 @@ from runtime.server import (
     faces,
     session_routes,
     store_routes,
+    usage_routes,
 )
 from runtime.server.auth import Authenticator
 from runtime.server.console import add_console
@@ -37,6 +38,7 @@ ROUTERS = (
     agent_routes.router,
     admin_routes.router,
     store_routes.router,
+    usage_routes.router,
 )
 # The protocol faces (SPEC 24), each its own router over the runtime and the credentials.
 FACES = (

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import abc
 import json
+import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, ClassVar, NamedTuple, TypeAlias, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeAlias, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -53,6 +54,7 @@ from runtime.storage._values import (
 from runtime.storage.migrations import Migration
 from runtime.storage.records import (
     RUN_STATUSES,
+    USAGE_GROUPS,
     AgentRunRecord,
     DocumentPage,
     DocumentQuery,
@@ -62,8 +64,12 @@ from runtime.storage.records import (
     PendingConfirmation,
     RunStatus,
     SessionRecord,
+    Spend,
     StoredEvent,
     StoreDocument,
+    UsageQuery,
+    UsageRecord,
+    UsageRow,
     utc_now,
 )
 
@@ -156,7 +162,145 @@ def _only(statement: Statement) -> Operation[Result]:
     return (yield statement)
 
 
-class SqlStorage(abc.ABC):
+_USAGE_COLUMNS = (
+    "session_id, turn_id, run_id, agent, model, owner, scope_id, at, day, "
+    "input_tokens, output_tokens, cached_tokens, cost_usd, estimated"
+)
+_GROUP_COLUMNS = {
+    "agent": "agent",
+    "model": "model",
+    "owner": "owner",
+    "scope": "scope_id",
+    "day": "day",
+    "session": "session_id",
+}
+_SUMS = (
+    "COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
+    "COALESCE(SUM(cached_tokens), 0), SUM(cost_usd), COUNT(*), COUNT(DISTINCT turn_id)"
+)
+MAX_USAGE_ROWS = 10_000
+
+
+class UsageSql:
+    """The usage records' SQL (SPEC 22), mixed into `SqlStorage`."""
+
+    dialect: ClassVar[Dialect]
+
+    if TYPE_CHECKING:
+
+        async def _read(self, plan: Plan[T]) -> T: ...
+
+        async def _write(self, plan: Plan[T]) -> T: ...
+
+    async def record_usage(self, record: UsageRecord) -> None:
+        r = record
+        for name in ("input_tokens", "output_tokens", "cached_tokens"):
+            value = getattr(r, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"usage {name} must be an int of 0 or more, got {value!r}")
+        if r.cost_usd is not None and not (math.isfinite(r.cost_usd) and r.cost_usd >= 0):
+            raise ValueError(
+                f"usage cost_usd must be a finite number of 0 or more, got {r.cost_usd}"
+            )
+        at = r.at.astimezone(UTC) if r.at.tzinfo is not None else r.at
+        row = (
+            r.session_id,
+            r.turn_id,
+            r.run_id,
+            r.agent,
+            r.model,
+            r.owner,
+            r.scope_id,
+            self.dialect.time(r.at, "at"),
+            at.date().isoformat(),
+            r.input_tokens,
+            r.output_tokens,
+            r.cached_tokens,
+            r.cost_usd,
+            bool(r.estimated),
+        )
+        statement = Statement(
+            f"INSERT INTO usage_records ({_USAGE_COLUMNS}) VALUES ({_marks(14)})", row
+        )
+        await self._write(lambda: _only(statement))
+
+    async def session_spent(self, session_id: str) -> Spend:
+        return await self._spend("session_id = ?", (session_id,))
+
+    async def owner_spent(self, owner: str | None, day: str) -> Spend:
+        return await self._spend(f"owner {self.dialect.same} ? AND day = ?", (owner, day))
+
+    async def _spend(self, where: str, values: tuple[object, ...]) -> Spend:
+        statement = Statement(
+            "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost_usd), 0) "
+            f"FROM usage_records WHERE {where}",
+            values,
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return Spend(int(row[0]), float(row[1])) if row is not None else Spend()
+
+    async def usage_report(self, query: UsageQuery) -> tuple[list[UsageRow], UsageRow]:
+        q = query
+        if q.group_by is not None and q.group_by not in USAGE_GROUPS:
+            raise ValueError(
+                f"unknown usage group {q.group_by!r}; groups: {', '.join(USAGE_GROUPS)}"
+            )
+        if isinstance(q.limit, bool) or not 1 <= q.limit <= MAX_USAGE_ROWS:
+            raise ValueError(f"limit must be 1 to {MAX_USAGE_ROWS}, got {q.limit!r}")
+        d = self.dialect
+        conditions: list[str] = []
+        values: list[object] = []
+        if q.since is not None:
+            conditions.append("at >= ?")
+            values.append(d.time(q.since, "since"))
+        if q.until is not None:
+            conditions.append("at < ?")
+            values.append(d.time(q.until, "until"))
+        if q.scope_id is not None:
+            conditions.append(f"scope_id = ? AND owner {d.same} ?")
+            values += [q.scope_id, q.owner]
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        total = Statement(f"SELECT {_SUMS} FROM usage_records{where}", tuple(values))
+        grouped: Statement | None = None
+        if q.group_by is not None:
+            column = _GROUP_COLUMNS[q.group_by]
+            order = (
+                column
+                if q.group_by == "day"
+                else f"SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, {column}"
+            )
+            grouped = Statement(
+                f"SELECT {column}, {_SUMS} FROM usage_records{where} "
+                f"GROUP BY {column} ORDER BY {order} LIMIT ?",
+                (*values, q.limit),
+            )
+
+        def report() -> Operation[tuple[Sequence[Row], Row | None]]:
+            rows = (yield grouped).rows if grouped is not None else ()
+            return rows, (yield total).one()
+
+        rows, summed = await self._read(report)
+        key = q.group_by or ""
+        found = [
+            _usage_row({key: None if row[0] is None else str(row[0])}, row[1:]) for row in rows
+        ]
+        return found, _usage_row({}, summed or (0, 0, 0, None, 0, 0))
+
+
+def _usage_row(key: dict[str, str | None], sums: Row) -> UsageRow:
+    cost = sums[3]
+    return UsageRow(
+        key,
+        int(sums[0]),
+        int(sums[1]),
+        int(sums[2]),
+        None if cost is None else float(cost),
+        int(sums[4]),
+        int(sums[5]),
+    )
+
+
+class SqlStorage(UsageSql, abc.ABC):
     """`Storage` in SQL. A backend subclass gives `dialect`, opens the database and
     implements `_execute`; everything else is here, once."""
 

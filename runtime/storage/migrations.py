@@ -183,6 +183,34 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         UPDATE sessions SET owner = '' WHERE owner = '@operator';
         """,
     ),
+    Migration(
+        "m009_usage",
+        # One row per model call (SPEC 22). No foreign key to sessions: spend outlives a
+        # deleted session. `day` is the call's UTC date, so a daily limit reads one index
+        # range; `usage_by_time` serves GET /usage's time range.
+        """
+        CREATE TABLE usage_records (
+            session_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            at TEXT NOT NULL,
+            day TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL,
+            cost_usd REAL,
+            estimated INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX usage_by_time ON usage_records (at);
+        CREATE INDEX usage_by_owner_day ON usage_records (owner, day);
+        CREATE INDEX usage_by_session ON usage_records (session_id);
+        CREATE INDEX usage_by_scope_owner_time ON usage_records (scope_id, owner, at);
+        """,
+    ),
 )
 """SQLite's schema history. Append only (see the module docstring)."""
 
@@ -310,6 +338,31 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         "m008_operator_sessions_owner",
         """
         UPDATE sessions SET owner = '' WHERE owner = '@operator';
+        """,
+    ),
+    Migration(
+        "m009_usage",
+        """
+        CREATE TABLE usage_records (
+            session_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            at TIMESTAMPTZ NOT NULL,
+            day TEXT NOT NULL,
+            input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL,
+            cached_tokens BIGINT NOT NULL,
+            cost_usd DOUBLE PRECISION,
+            estimated BOOLEAN NOT NULL DEFAULT FALSE
+        );
+        CREATE INDEX usage_by_time ON usage_records (at);
+        CREATE INDEX usage_by_owner_day ON usage_records (owner, day);
+        CREATE INDEX usage_by_session ON usage_records (session_id);
+        CREATE INDEX usage_by_scope_owner_time ON usage_records (scope_id, owner, at);
         """,
     ),
 )

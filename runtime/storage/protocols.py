@@ -36,8 +36,12 @@ from runtime.storage.records import (
     PendingConfirmation,
     RunStatus,
     SessionRecord,
+    Spend,
     StoredEvent,
     StoreDocument,
+    UsageQuery,
+    UsageRecord,
+    UsageRow,
 )
 
 
@@ -249,12 +253,37 @@ class DocumentStorage(Protocol):
         ...
 
 
+class UsageStorage(Protocol):
+    """What model calls spent (SPEC 22). Records outlive their session: deleting a session
+    never gives its money back to a daily limit."""
+
+    async def record_usage(self, record: UsageRecord) -> None:
+        """Keep one model call's usage (committed when this returns: a crash after it never
+        loses it). `ValueError` for negative tokens or a cost that is negative or not finite."""
+        ...
+
+    async def session_spent(self, session_id: str) -> Spend:
+        """What the calls of one session spent (nothing for an unknown session)."""
+        ...
+
+    async def owner_spent(self, owner: str | None, day: str) -> Spend:
+        """What one owner's calls (None: the calls with no owner) spent on one UTC `day`
+        (`YYYY-MM-DD`), across every session, process and replica of the database."""
+        ...
+
+    async def usage_report(self, query: UsageQuery) -> tuple[list[UsageRow], UsageRow]:
+        """The rows of `query` and their total; `ValueError` for an unknown group, a naive
+        datetime or a limit outside 1..10,000."""
+        ...
+
+
 class Storage(
     SessionStorage,
     RunStorage,
     ConfirmationStorage,
     TurnLeaseStorage,
     DocumentStorage,
+    UsageStorage,
     Protocol,
 ):
     """A whole database: every concern above, plus its schema and its lifetime.
