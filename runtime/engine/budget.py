@@ -213,11 +213,7 @@ class TurnBudget:
                 len(call.name) + len(call.arguments) for call in reply.tool_calls
             )
             usage, estimated = Usage(ticket.input_tokens, max(1, produced // 4)), True
-        if reply.fallback_from is not None:  # priced at the model that answered (SPEC 25)
-            card = model_card(self.config, reply.model)
-        cost = None
-        if card.price is not None:
-            cost = card.price.cost(usage.input_tokens, usage.output_tokens, usage.cached_tokens)
+        cost = self.price(reply, card, usage)
         caller = self.caller
         record = UsageRecord(
             caller.session_id,
@@ -238,6 +234,16 @@ class TurnBudget:
             await self.storage.record_usage(record)
         self.settle(ticket, usage, cost)
         return Charged(usage, cost, estimated)
+
+    def price(self, reply: ModelReply, card: ModelCard, usage: Usage | None = None) -> float | None:
+        """What a call's answer cost in USD (None: no known price); `usage` when it is not
+        the reply's own (estimated)."""
+        if reply.fallback_from is not None:  # priced at the model that answered (SPEC 25)
+            card = model_card(self.config, reply.model)
+        if card.price is None:
+            return None
+        took = usage or reply.usage
+        return card.price.cost(took.input_tokens, took.output_tokens, took.cached_tokens)
 
     def settle(self, ticket: Ticket | None, usage: Usage, cost: float | None) -> None:
         """Replace a call's held estimate (None: a call that failed) with what it took."""

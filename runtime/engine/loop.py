@@ -365,6 +365,7 @@ async def _observed_model_call(
                     len(item.tool_calls),
                     fallback_from=item.fallback_from,
                     provider=item.provider,
+                    cost_usd=spec.budget.price(item, spec.card) if spec.budget else None,
                 )
             yield item
     except ModelError as error:

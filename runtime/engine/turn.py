@@ -165,7 +165,9 @@ class Turn:
             observers.notify(
                 "turn_ended",
                 started,
-                TurnEnded(reason, self.usage, time.monotonic() - clock, error),
+                TurnEnded(
+                    reason, self.usage, time.monotonic() - clock, error, self.spend.turn_cost
+                ),
             )
         with anyio.CancelScope(shield=True):
             ended = await self._finish(reason)
