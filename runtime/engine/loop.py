@@ -25,6 +25,7 @@ import anyio
 
 from runtime.engine.budget import (
     BudgetExhaustedError,
+    Charged,
     Exhausted,
     Ticket,
     TurnBudget,
@@ -216,11 +217,20 @@ async def run_loop(
                     return
             ticket = admitted
         reply: ModelReply | None = None
+        charged: list[Charged] = []  # the observers' report of the call reads it
         text = _TextBuffer()
         try:
-            async for item in _model_call(spec, conversation.messages(), closing):
+            async for item in _model_call(spec, conversation.messages(), closing, charged):
                 if isinstance(item, ModelReply):
                     reply = item
+                    if spec.budget is not None and ticket is not None:
+                        # Recorded before anything else: a crash from here on keeps it.
+                        charged.append(
+                            await spec.budget.charge(
+                                ticket, reply, spec.run_id, spec.agent, spec.card
+                            )
+                        )
+                        ticket = None
                 elif text.add(item):
                     for event in await _record(spec, recorder, TextEntry(text.take())):
                         yield event
@@ -233,9 +243,8 @@ async def run_loop(
                 yield event
         assert reply is not None  # a model always ends with a reply or raises
         usage, cost, estimated = reply.usage, None, False
-        if spec.budget is not None and ticket is not None:
-            charged = await spec.budget.charge(ticket, reply, spec.run_id, spec.agent, spec.card)
-            usage, cost, estimated = charged.usage, charged.cost_usd, charged.estimated
+        if charged:
+            usage, cost, estimated = charged[0].usage, charged[0].cost_usd, charged[0].estimated
         calls = [] if closing is not None else list(reply.tool_calls)
         answer = AnswerEntry(
             reply.text, tuple(calls), reply.model, usage, reply.fallback_from, cost, estimated
@@ -319,7 +328,7 @@ async def _admit(
 
 
 def _model_call(
-    spec: RunSpec, conversation: list[Message], closing: str | None
+    spec: RunSpec, conversation: list[Message], closing: str | None, charged: list[Charged]
 ) -> AsyncIterator[str | ModelReply]:
     """One model call; reported to the observers when there are any (without them, the
     model's own stream: no layer a turn's every delta would pass through). `closing`: the
@@ -331,7 +340,7 @@ def _model_call(
     stream = spec.model.stream(messages, tools, spec.settings, cache_key=spec.cache_key)
     if not spec.observers:
         return stream
-    return _observed_model_call(spec, stream, messages, tools)
+    return _observed_model_call(spec, stream, messages, tools, charged)
 
 
 async def _observed_model_call(
@@ -339,6 +348,7 @@ async def _observed_model_call(
     stream: AsyncIterator[str | ModelReply],
     messages: list[Message],
     tools: list[ToolSpec] | None,
+    charged: list[Charged],
 ) -> AsyncIterator[str | ModelReply]:
     started = ModelCallStarted(
         spec.session_id,
@@ -365,8 +375,12 @@ async def _observed_model_call(
                     len(item.tool_calls),
                     fallback_from=item.fallback_from,
                     provider=item.provider,
-                    cost_usd=spec.budget.price(item, spec.card) if spec.budget else None,
                 )
+                yield item
+                if charged:  # what the call took as recorded: estimated when unreported
+                    took = charged[0]
+                    ended = dataclasses.replace(ended, usage=took.usage, cost_usd=took.cost_usd)
+                continue
             yield item
     except ModelError as error:
         ended = ModelCallEnded(0.0, error=str(error))
