@@ -119,6 +119,7 @@ class TurnBudget:
         self._held_tokens = 0
         self._held_cost = 0.0
         self._lock = anyio.Lock(fast_acquire=True)
+        self._seen: set[tuple[str, str]] = set()  # the turn's agents and models that called
         self._keep: Ticket | None = None
         """The root's last answer, as estimated at its latest call: kept from specialists."""
         self.exhausted: Exhausted | None = None
@@ -185,6 +186,10 @@ class TurnBudget:
                 return Exhausted(name, value, used)
         return None
 
+    def session_before(self, spent: Spend) -> None:
+        """What the session's earlier turns spent, as its log says (read already: no query)."""
+        self._session = spent
+
     async def _used(self, name: str) -> float:
         """What limit `name` has used so far, not counting calls in flight."""
         if name == "maxTurnSeconds":
@@ -229,11 +234,21 @@ class TurnBudget:
             usage.cached_tokens,
             cost,
             estimated,
+            *self._firsts(agent, reply.model),
         )
         with anyio.CancelScope(shield=True):
             await self.storage.record_usage(record)
         self.settle(ticket, usage, cost)
         return Charged(usage, cost, estimated)
+
+    def _firsts(self, agent: str, model: str) -> tuple[bool, bool, bool]:
+        """Whether a call is the first of the turn, of its agent, of its model in the turn:
+        what a usage report counts turns by."""
+        turn = not self._seen
+        agent_first = ("agent", agent) not in self._seen
+        model_first = ("model", model) not in self._seen
+        self._seen |= {("turn", ""), ("agent", agent), ("model", model)}
+        return turn, agent_first, model_first
 
     def price(self, reply: ModelReply, card: ModelCard, usage: Usage | None = None) -> float | None:
         """What a call's answer cost in USD (None: no known price); `usage` when it is not

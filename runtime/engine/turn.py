@@ -48,7 +48,7 @@ from runtime.models import ModelSettings, ToolCallRequest
 from runtime.observe.hooks import TurnEnded, TurnStarted
 from runtime.repo.bundle import MAIN_AGENT, AgentDefinition, Bundle
 from runtime.repo.model_bindings import model_card
-from runtime.storage import AgentRunRecord, PendingConfirmation, SessionRecord, utc_now
+from runtime.storage import AgentRunRecord, PendingConfirmation, SessionRecord, Spend, utc_now
 from runtime.surface.caller import Caller, EarlierMessage
 from runtime.surface.prompt import context_prompt
 from runtime.surface.resolution import Surface, resolve
@@ -195,6 +195,7 @@ class Turn:
         bundle, storage, session = self.bundle, self.services.storage, self.session
         view = self._view
         await view.catch_up(storage)
+        self.spend.session_before(Spend(view.spent_tokens, view.spent_usd))
         answering = {self.resume.pending.call.id} if self.resume is not None else set()
         await recover(storage, view, answering)  # what a dead turn left open
         previous_turn = view.last_turn

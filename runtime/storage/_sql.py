@@ -164,7 +164,8 @@ def _only(statement: Statement) -> Operation[Result]:
 
 _USAGE_COLUMNS = (
     "session_id, turn_id, run_id, agent, model, owner, scope_id, at, day, "
-    "input_tokens, output_tokens, cached_tokens, cost_usd, estimated"
+    "input_tokens, output_tokens, cached_tokens, cost_usd, estimated, "
+    "turn_first, agent_first, model_first"
 )
 _GROUP_COLUMNS = {
     "agent": "agent",
@@ -174,10 +175,19 @@ _GROUP_COLUMNS = {
     "day": "day",
     "session": "session_id",
 }
-_SUMS = (
-    "COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
-    "COALESCE(SUM(cached_tokens), 0), SUM(cost_usd), COUNT(*), COUNT(DISTINCT turn_id)"
-)
+_TURNS = {"agent": "agent_first", "model": "model_first"}
+"""What counts a group's turns: the first call of its agent (model) in each turn; for the
+other groups, and the total, each turn's first call."""
+
+
+def _sums(turns: str) -> str:
+    return (
+        "COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
+        "COALESCE(SUM(cached_tokens), 0), SUM(cost_usd), COUNT(*), "
+        f"COALESCE(SUM({turns}), 0), COALESCE(SUM(turn_first), 0)"
+    )
+
+
 MAX_USAGE_ROWS = 10_000
 
 
@@ -218,17 +228,38 @@ class UsageSql:
             r.cached_tokens,
             r.cost_usd,
             bool(r.estimated),
+            int(r.turn_first),
+            int(r.agent_first),
+            int(r.model_first),
         )
-        statement = Statement(
-            f"INSERT INTO usage_records ({_USAGE_COLUMNS}) VALUES ({_marks(14)})", row
+        insert = Statement(
+            f"INSERT INTO usage_records ({_USAGE_COLUMNS}) VALUES ({_marks(17)})", row
         )
-        await self._write(lambda: _only(statement))
+        day = (_owner_key(r.owner), row[8], r.input_tokens + r.output_tokens, r.cost_usd or 0.0)
+        add = Statement(
+            "INSERT INTO usage_owner_days (owner_key, day, tokens, cost_usd) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (owner_key, day) DO UPDATE SET "
+            "tokens = usage_owner_days.tokens + excluded.tokens, "
+            "cost_usd = usage_owner_days.cost_usd + excluded.cost_usd",
+            day,
+        )
+
+        def keep() -> Operation[None]:
+            yield insert
+            yield add
+
+        await self._write(keep)
 
     async def session_spent(self, session_id: str) -> Spend:
         return await self._spend("session_id = ?", (session_id,))
 
     async def owner_spent(self, owner: str | None, day: str) -> Spend:
-        return await self._spend(f"owner {self.dialect.same} ? AND day = ?", (owner, day))
+        statement = Statement(
+            "SELECT tokens, cost_usd FROM usage_owner_days WHERE owner_key = ? AND day = ?",
+            (_owner_key(owner), day),
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return Spend(int(row[0]), float(row[1])) if row is not None else Spend()
 
     async def _spend(self, where: str, values: tuple[object, ...]) -> Spend:
         statement = Statement(
@@ -260,7 +291,7 @@ class UsageSql:
             conditions.append(f"scope_id = ? AND owner {d.same} ?")
             values += [q.scope_id, q.owner]
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        total = Statement(f"SELECT {_SUMS} FROM usage_records{where}", tuple(values))
+        total = Statement(f"SELECT {_sums('turn_first')} FROM usage_records{where}", tuple(values))
         grouped: Statement | None = None
         if q.group_by is not None:
             column = _GROUP_COLUMNS[q.group_by]
@@ -270,24 +301,34 @@ class UsageSql:
                 else f"SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, {column}"
             )
             grouped = Statement(
-                f"SELECT {column}, {_SUMS} FROM usage_records{where} "
-                f"GROUP BY {column} ORDER BY {order} LIMIT ?",
+                f"SELECT {column}, {_sums(_TURNS.get(q.group_by, 'turn_first'))} "
+                f"FROM usage_records{where} GROUP BY {column} ORDER BY {order} LIMIT ?",
                 (*values, q.limit),
             )
 
         def report() -> Operation[tuple[Sequence[Row], Row | None]]:
-            rows = (yield grouped).rows if grouped is not None else ()
-            return rows, (yield total).one()
+            if grouped is None:
+                return (), (yield total).one()
+            rows = (yield grouped).rows
+            if len(rows) == q.limit:  # some groups were left out: the total counts them
+                return rows, (yield total).one()
+            return rows, None  # every group is here: the total is their sum (one scan)
 
         rows, summed = await self._read(report)
         key = q.group_by or ""
         found = [
             _usage_row({key: None if row[0] is None else str(row[0])}, row[1:]) for row in rows
         ]
-        return found, _usage_row({}, summed or (0, 0, 0, None, 0, 0))
+        if summed is None:
+            return found, _summed(rows)
+        return found, _usage_row({}, summed, turns=6)
 
 
-def _usage_row(key: dict[str, str | None], sums: Row) -> UsageRow:
+def _owner_key(owner: str | None) -> str:
+    return "-" if owner is None else f"u:{owner}"
+
+
+def _usage_row(key: dict[str, str | None], sums: Row, turns: int = 5) -> UsageRow:
     cost = sums[3]
     return UsageRow(
         key,
@@ -296,7 +337,21 @@ def _usage_row(key: dict[str, str | None], sums: Row) -> UsageRow:
         int(sums[2]),
         None if cost is None else float(cost),
         int(sums[4]),
-        int(sums[5]),
+        int(sums[turns]),
+    )
+
+
+def _summed(rows: Sequence[Row]) -> UsageRow:
+    """The total of every group's row (`SELECT key, sums...`)."""
+    costs = [row[4] for row in rows if row[4] is not None]
+    return UsageRow(
+        {},
+        sum(int(row[1]) for row in rows),
+        sum(int(row[2]) for row in rows),
+        sum(int(row[3]) for row in rows),
+        float(sum(costs)) if costs else None,
+        sum(int(row[5]) for row in rows),
+        sum(int(row[7]) for row in rows),
     )
 
 

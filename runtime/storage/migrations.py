@@ -187,7 +187,12 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         "m009_usage",
         # One row per model call (SPEC 22). No foreign key to sessions: spend outlives a
         # deleted session. `day` is the call's UTC date, so a daily limit reads one index
-        # range; `usage_by_time` serves GET /usage's time range.
+        # range; `usage_by_time` serves GET /usage's time range. `*_first` mark a turn's
+        # first call (of the turn, of its agent, of its model): a report counts turns by
+        # summing them, never by COUNT(DISTINCT), which would sort every row.
+        # `usage_owner_days` keeps each owner's day summed as calls are recorded (in the
+        # same transaction): the daily limit's check before every call reads one row.
+        # Its `owner_key` is "u:" + the owner, or "-" for calls with none.
         """
         CREATE TABLE usage_records (
             session_id TEXT NOT NULL,
@@ -203,12 +208,22 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
             output_tokens INTEGER NOT NULL,
             cached_tokens INTEGER NOT NULL,
             cost_usd REAL,
-            estimated INTEGER NOT NULL DEFAULT 0
+            estimated INTEGER NOT NULL DEFAULT 0,
+            turn_first INTEGER NOT NULL DEFAULT 0,
+            agent_first INTEGER NOT NULL DEFAULT 0,
+            model_first INTEGER NOT NULL DEFAULT 0
         );
         CREATE INDEX usage_by_time ON usage_records (at);
         CREATE INDEX usage_by_owner_day ON usage_records (owner, day);
         CREATE INDEX usage_by_session ON usage_records (session_id);
         CREATE INDEX usage_by_scope_owner_time ON usage_records (scope_id, owner, at);
+        CREATE TABLE usage_owner_days (
+            owner_key TEXT NOT NULL,
+            day TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            cost_usd REAL NOT NULL,
+            PRIMARY KEY (owner_key, day)
+        );
         """,
     ),
 )
@@ -357,12 +372,22 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
             output_tokens BIGINT NOT NULL,
             cached_tokens BIGINT NOT NULL,
             cost_usd DOUBLE PRECISION,
-            estimated BOOLEAN NOT NULL DEFAULT FALSE
+            estimated BOOLEAN NOT NULL DEFAULT FALSE,
+            turn_first SMALLINT NOT NULL DEFAULT 0,
+            agent_first SMALLINT NOT NULL DEFAULT 0,
+            model_first SMALLINT NOT NULL DEFAULT 0
         );
         CREATE INDEX usage_by_time ON usage_records (at);
         CREATE INDEX usage_by_owner_day ON usage_records (owner, day);
         CREATE INDEX usage_by_session ON usage_records (session_id);
         CREATE INDEX usage_by_scope_owner_time ON usage_records (scope_id, owner, at);
+        CREATE TABLE usage_owner_days (
+            owner_key TEXT NOT NULL,
+            day TEXT NOT NULL,
+            tokens BIGINT NOT NULL,
+            cost_usd DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (owner_key, day)
+        );
         """,
     ),
 )

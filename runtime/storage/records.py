@@ -153,6 +153,8 @@ class UsageRecord:
     `turn_id` is the root run of the turn the call belongs to; `owner` and `scope_id`
     are the session's; `cost_usd` is None when the model's price is unknown;
     `estimated` when the provider reported no usage and the runtime counted it.
+    `turn_first`, `agent_first`, `model_first`: the first call of its turn, of its agent in
+    the turn, of its model in the turn (what a report counts turns by).
     """
 
     session_id: str
@@ -168,6 +170,9 @@ class UsageRecord:
     cached_tokens: int = 0
     cost_usd: float | None = None
     estimated: bool = False
+    turn_first: bool = False
+    agent_first: bool = False
+    model_first: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,10 +54,16 @@ async def test_spend_is_summed_per_session_and_per_owner_and_utc_day(storage: St
 
 
 async def test_a_report_groups_filters_by_time_and_counts_turns(storage: Storage) -> None:
-    await storage.record_usage(call())
-    await storage.record_usage(call(run_id="run-2", agent="researcher", cost_usd=0.03))
-    await storage.record_usage(call(turn_id="turn-2", at=T0 + timedelta(hours=1)))
-    await storage.record_usage(call(model="local", cost_usd=None, at=T0 + timedelta(days=2)))
+    # The runtime marks each turn's first call, and its agent's and its model's first.
+    firsts = {"turn_first": True, "agent_first": True, "model_first": True}
+    await storage.record_usage(call(**firsts))
+    await storage.record_usage(
+        call(run_id="run-2", agent="researcher", cost_usd=0.03, agent_first=True)
+    )
+    await storage.record_usage(call(turn_id="turn-2", at=T0 + timedelta(hours=1), **firsts))
+    await storage.record_usage(
+        call(model="local", cost_usd=None, at=T0 + timedelta(days=2), model_first=True)
+    )
     rows, total = await storage.usage_report(UsageQuery(group_by="agent"))
     assert [(r.key, r.model_calls, r.turns) for r in rows] == [
         ({"agent": "researcher"}, 1, 1),  # most expensive first
@@ -75,8 +81,13 @@ async def test_a_report_groups_filters_by_time_and_counts_turns(storage: Storage
     assert [(r.key, r.model_calls) for r in rows] == [({"day": "2025-01-02"}, 2)]
     days, _ = await storage.usage_report(UsageQuery(group_by="day"))
     assert [r.key["day"] for r in days] == ["2025-01-02", "2025-01-04"]  # in time order
-    models, _ = await storage.usage_report(UsageQuery(group_by="model"))
+    models, by_model = await storage.usage_report(UsageQuery(group_by="model"))
     assert {r.key["model"]: r.cost_usd for r in models}["local"] is None
+    assert {r.key["model"]: r.turns for r in models} == {"gpt-4.1-mini": 2, "local": 1}
+    assert by_model.turns == 2 and by_model.model_calls == 4
+    # A report cut at `limit` still totals every call.
+    (top,), cut = await storage.usage_report(UsageQuery(group_by="agent", limit=1))
+    assert top.key == {"agent": "researcher"} and cut.model_calls == 4 and cut.turns == 2
 
 
 async def test_an_end_users_report_is_their_own(storage: Storage) -> None:
