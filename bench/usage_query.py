@@ -1,7 +1,9 @@
 """`GET /usage` over a million recorded model calls on PostgreSQL (SPEC 22: under 200 ms).
 
-Generates the rows in the database itself (`generate_series`: 50 agents, 8 models, 2,000
-owners in 20 scopes, 100,000 sessions, over 90 days), then times `GET /usage` through
+Generates the rows in the database itself (`generate_series`: 2,000 owners in 20 scopes,
+100,000 sessions of two turns of five calls over 90 days, each session a lead and one
+specialist of 50 agents on two of 8 models; then the daily sums that recording keeps as it
+goes, built at once), then times `GET /usage` through
 the real app (httpx over ASGI, the operator's and an end user's credential) for the
 queries a person asks: the total, by agent, by model, by day over 30 days, by owner, the
 costliest sessions, and an end user's own month. Each query runs a few times; the table
@@ -43,14 +45,30 @@ ALICE = "key-alice-0123456789abcdef"
 
 GENERATE = """
 INSERT INTO usage_records (session_id, turn_id, run_id, agent, model, owner, scope_id, at,
-                           day, input_tokens, output_tokens, cached_tokens, cost_usd, estimated)
-SELECT 's' || (i %% 100000), 't' || (i / 4), 'r' || (i / 2), 'agent' || (i %% 50),
-       'model' || (i %% 8), 'user' || (i %% 2000), 'scope' || (i %% 20), at,
+                           day, input_tokens, output_tokens, cached_tokens, cost_usd, estimated,
+                           turn_first, agent_first, model_first)
+SELECT 's' || (i / 10), 't' || (i / 5), 'r' || (i / 2),
+       'agent' || ((i / 10 + (i %% 10 / 7)) %% 50), 'model' || ((i / 10) %% 4 + 4 * (i %% 10 / 7)),
+       'user' || ((i / 10) %% 2000), 'scope' || ((i / 10) %% 20), at,
        to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), 500 + i %% 3000, 50 + i %% 400,
-       i %% 200, (500 + i %% 3000) * 0.000002 + (50 + i %% 400) * 0.000008, false
+       i %% 200, (500 + i %% 3000) * 0.000002 + (50 + i %% 400) * 0.000008, false,
+       (i %% 5 = 0)::int, (i %% 5 = 0)::int, (i %% 5 = 0)::int
 FROM (SELECT i, %(start)s::timestamptz + (i * %(step)s) * interval '1 second' AS at
       FROM generate_series(0, %(count)s - 1) AS i) AS generated
 """
+SUMMARISE = """
+INSERT INTO usage_days (day, agent, model, owner_key, owner, scope_id, input_tokens,
+                        output_tokens, cached_tokens, cost_usd, calls, turn_first, agent_first,
+                        model_first)
+SELECT day, agent, model, 'u:' || owner, owner, scope_id, SUM(input_tokens), SUM(output_tokens),
+       SUM(cached_tokens), SUM(cost_usd), COUNT(*), SUM(turn_first), SUM(agent_first),
+       SUM(model_first)
+FROM usage_records GROUP BY day, agent, model, owner, scope_id;
+INSERT INTO usage_owner_days (owner_key, day, tokens, cost_usd)
+SELECT 'u:' || owner, day, SUM(input_tokens + output_tokens), SUM(cost_usd)
+FROM usage_records GROUP BY owner, day
+"""
+"""What recording each call keeps up to date as it goes, built at once for the generated rows."""
 
 
 def repo(root: Path) -> Path:
@@ -100,7 +118,9 @@ async def measure(url: str, rows: int, runs: int) -> dict[str, Any]:
                     GENERATE,
                     {"start": now - timedelta(seconds=span), "step": span / rows, "count": rows},
                 )
-                connection.execute("ANALYZE usage_records")
+                for statement in SUMMARISE.split(";"):
+                    connection.execute(statement)
+                connection.execute("ANALYZE")
             generated = time.perf_counter() - started
             app = create_app(runtime, Authenticator(runtime.bundle.config.auth, os.environ))
             transport = httpx.ASGITransport(app=app)

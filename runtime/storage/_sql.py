@@ -21,11 +21,12 @@ storage backend").
 from __future__ import annotations
 
 import abc
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeAlias, TypeVar
 
 import anyio
@@ -189,6 +190,19 @@ def _sums(turns: str) -> str:
 
 
 MAX_USAGE_ROWS = 10_000
+_DAY_COLUMNS = (
+    "day, agent, model, owner_key, owner, scope_id, input_tokens, output_tokens, "
+    "cached_tokens, cost_usd, calls, turn_first, agent_first, model_first"
+)
+_DAY_SUMS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "calls",
+    "turn_first",
+    "agent_first",
+    "model_first",
+)
 
 
 class UsageSql:
@@ -244,9 +258,34 @@ class UsageSql:
             day,
         )
 
+        summed = Statement(
+            f"INSERT INTO usage_days ({_DAY_COLUMNS}) VALUES ({_marks(14)}) "
+            "ON CONFLICT (day, agent, model, owner_key, scope_id) DO UPDATE SET "
+            + ", ".join(f"{name} = usage_days.{name} + excluded.{name}" for name in _DAY_SUMS)
+            + ", cost_usd = CASE WHEN usage_days.cost_usd IS NULL AND excluded.cost_usd IS NULL "
+            "THEN NULL ELSE COALESCE(usage_days.cost_usd, 0) + COALESCE(excluded.cost_usd, 0) END",
+            (
+                row[8],
+                r.agent,
+                r.model,
+                _owner_key(r.owner),
+                r.owner,
+                r.scope_id,
+                r.input_tokens,
+                r.output_tokens,
+                r.cached_tokens,
+                r.cost_usd,
+                1,
+                int(r.turn_first),
+                int(r.agent_first),
+                int(r.model_first),
+            ),
+        )
+
         def keep() -> Operation[None]:
             yield insert
             yield add
+            yield summed
 
         await self._write(keep)
 
@@ -279,49 +318,113 @@ class UsageSql:
         if isinstance(q.limit, bool) or not 1 <= q.limit <= MAX_USAGE_ROWS:
             raise ValueError(f"limit must be 1 to {MAX_USAGE_ROWS}, got {q.limit!r}")
         d = self.dialect
-        conditions: list[str] = []
-        values: list[object] = []
-        if q.since is not None:
-            conditions.append("at >= ?")
-            values.append(d.time(q.since, "since"))
-        if q.until is not None:
-            conditions.append("at < ?")
-            values.append(d.time(q.until, "until"))
-        if q.scope_id is not None:
-            conditions.append(f"scope_id = ? AND owner {d.same} ?")
-            values += [q.scope_id, q.owner]
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        total = Statement(f"SELECT {_sums('turn_first')} FROM usage_records{where}", tuple(values))
-        grouped: Statement | None = None
-        if q.group_by is not None:
-            column = _GROUP_COLUMNS[q.group_by]
-            order = (
-                column
-                if q.group_by == "day"
-                else f"SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, {column}"
-            )
-            grouped = Statement(
-                f"SELECT {column}, {_sums(_TURNS.get(q.group_by, 'turn_first'))} "
-                f"FROM usage_records{where} GROUP BY {column} ORDER BY {order} LIMIT ?",
-                (*values, q.limit),
-            )
-
-        def report() -> Operation[tuple[Sequence[Row], Row | None]]:
-            if grouped is None:
-                return (), (yield total).one()
-            rows = (yield grouped).rows
-            if len(rows) == q.limit:  # some groups were left out: the total counts them
-                return rows, (yield total).one()
-            return rows, None  # every group is here: the total is their sum (one scan)
-
-        rows, summed = await self._read(report)
+        since = None if q.since is None else d.time(q.since, "since")  # checks the zone
+        until = None if q.until is None else d.time(q.until, "until")
+        column = _GROUP_COLUMNS[q.group_by] if q.group_by is not None else None
+        flag = _TURNS.get(q.group_by or "", "turn_first")
+        parts, values = self._usage_parts(q, since, until, column, flag)
+        sums = (
+            "COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
+            "COALESCE(SUM(cached_tokens), 0), SUM(cost_usd), COALESCE(SUM(calls), 0), "
+            "COALESCE(SUM(turns), 0), COALESCE(SUM(turn_first), 0)"
+        )
+        if column is None:
+            total = Statement(f"SELECT {sums} FROM ({parts}) AS parts", tuple(values))
+            summed = (await self._read(lambda: _only(total))).one()
+            return [], _usage_row({}, summed or (0, 0, 0, None, 0, 0, 0), turns=6)
+        order = "k" if q.group_by == "day" else "SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, k"
+        grouped = Statement(
+            f"SELECT k, {sums} FROM ({parts}) AS parts GROUP BY k ORDER BY {order} LIMIT ?",
+            (*values, q.limit),
+        )
+        rows = (await self._read(lambda: _only(grouped))).rows
         key = q.group_by or ""
         found = [
             _usage_row({key: None if row[0] is None else str(row[0])}, row[1:]) for row in rows
         ]
-        if summed is None:
+        if len(rows) < q.limit:  # every group is here: the total is their sum
             return found, _summed(rows)
-        return found, _usage_row({}, summed, turns=6)
+        _, everything = await self.usage_report(dataclasses.replace(q, group_by=None))
+        return found, everything
+
+    def _usage_parts(
+        self,
+        q: UsageQuery,
+        since: object,
+        until: object,
+        column: str | None,
+        flag: str,
+    ) -> tuple[str, list[object]]:
+        """The calls a report counts, as one relation (`k`, the sums' columns): whole UTC
+        days from the daily sums, the partial days at either end from the calls
+        themselves (a session is only in the calls)."""
+        d = self.dialect
+        key = f"{column} AS k, " if column is not None else ""
+        who, whose = "", []
+        if q.scope_id is not None:
+            who, whose = f" AND scope_id = ? AND owner {d.same} ?", [q.scope_id, q.owner]
+        columns = "input_tokens, output_tokens, cached_tokens, cost_usd"
+        raw = f"SELECT {key}{columns}, 1 AS calls, {flag} AS turns, turn_first FROM usage_records"
+        if column == "session_id":
+            ranges, values = _ranges([(since, until)])
+            return f"{raw} WHERE {ranges}{who}", [*values, *whose]
+        first, end = _whole_days(q.since, q.until)
+        if first is not None and end is not None and first >= end:  # within one day
+            ranges, values = _ranges([(since, until)])
+            return f"{raw} WHERE {ranges}{who}", [*values, *whose]
+        days, day_values = ["1 = 1"], []
+        edges: list[tuple[object, object]] = []
+        if first is not None:
+            days.append("day >= ?")
+            day_values.append(first.isoformat())
+            start = d.time(datetime.combine(first, datetime.min.time(), UTC), "since")
+            if q.since is not None and q.since < datetime.combine(first, datetime.min.time(), UTC):
+                edges.append((since, start))
+        if end is not None:
+            days.append("day < ?")
+            day_values.append(end.isoformat())
+            stop = datetime.combine(end, datetime.min.time(), UTC)
+            if q.until is not None and q.until > stop:
+                edges.append((d.time(stop, "until"), until))
+        summed = (
+            f"SELECT {key}{columns}, calls, {flag} AS turns, turn_first FROM usage_days "
+            f"WHERE {' AND '.join(days)}{who}"
+        )
+        if not edges:
+            return summed, [*day_values, *whose]
+        ranges, values = _ranges(edges)
+        return (
+            f"{summed} UNION ALL {raw} WHERE ({ranges}){who}",
+            [*day_values, *whose, *values, *whose],
+        )
+
+
+def _ranges(spans: list[tuple[object, object]]) -> tuple[str, list[object]]:
+    """`(at >= ? AND at < ?) OR ...` for the spans (None: unbounded at that end)."""
+    found, values = [], []
+    for low, high in spans:
+        parts = ["1 = 1"]
+        if low is not None:
+            parts.append("at >= ?")
+            values.append(low)
+        if high is not None:
+            parts.append("at < ?")
+            values.append(high)
+        found.append("(" + " AND ".join(parts) + ")")
+    return " OR ".join(found), values
+
+
+def _whole_days(since: datetime | None, until: datetime | None) -> tuple[date | None, date | None]:
+    """The first UTC day wholly at or after `since`, and the day `until` falls in (days
+    before it end by `until`); None: unbounded."""
+    first = None
+    if since is not None:
+        moment = since.astimezone(UTC)
+        first = moment.date()
+        if moment != datetime.combine(first, datetime.min.time(), UTC):
+            first += timedelta(days=1)
+    end = until.astimezone(UTC).date() if until is not None else None
+    return first, end
 
 
 def _owner_key(owner: str | None) -> str:

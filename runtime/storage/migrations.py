@@ -192,7 +192,10 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         # summing them, never by COUNT(DISTINCT), which would sort every row.
         # `usage_owner_days` keeps each owner's day summed as calls are recorded (in the
         # same transaction): the daily limit's check before every call reads one row.
-        # Its `owner_key` is "u:" + the owner, or "-" for calls with none.
+        # Its `owner_key` is "u:" + the owner, or "-" for calls with none. `usage_days` sums
+        # the calls by UTC day, agent, model, owner and scope the same way: a report over
+        # whole days reads those sums, not every call (the partial days at the ends of its
+        # range, and a report by session, read the calls).
         """
         CREATE TABLE usage_records (
             session_id TEXT NOT NULL,
@@ -224,6 +227,24 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
             cost_usd REAL NOT NULL,
             PRIMARY KEY (owner_key, day)
         );
+        CREATE TABLE usage_days (
+            day TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner_key TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL,
+            cost_usd REAL,
+            calls INTEGER NOT NULL,
+            turn_first INTEGER NOT NULL,
+            agent_first INTEGER NOT NULL,
+            model_first INTEGER NOT NULL,
+            PRIMARY KEY (day, agent, model, owner_key, scope_id)
+        );
+        CREATE INDEX usage_days_by_scope_owner ON usage_days (scope_id, owner_key, day);
         """,
     ),
 )
@@ -388,6 +409,24 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
             cost_usd DOUBLE PRECISION NOT NULL,
             PRIMARY KEY (owner_key, day)
         );
+        CREATE TABLE usage_days (
+            day TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner_key TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL,
+            cached_tokens BIGINT NOT NULL,
+            cost_usd DOUBLE PRECISION,
+            calls BIGINT NOT NULL,
+            turn_first BIGINT NOT NULL,
+            agent_first BIGINT NOT NULL,
+            model_first BIGINT NOT NULL,
+            PRIMARY KEY (day, agent, model, owner_key, scope_id)
+        );
+        CREATE INDEX usage_days_by_scope_owner ON usage_days (scope_id, owner_key, day);
         """,
     ),
 )

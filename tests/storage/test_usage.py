@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import anyio
 import pytest
@@ -146,3 +146,34 @@ async def test_concurrent_writers_on_two_storages_lose_no_record(
         group.start_soon(write, second_storage, 100)
     spent = await storage.owner_spent("alice", T0.date().isoformat())
     assert spent.cost_usd == pytest.approx(0.04) and spent.tokens == 40 * 1_100
+
+
+async def test_a_range_over_several_days_counts_each_call_once(storage: Storage) -> None:
+    # Every 5 hours for four days: whole days come from the daily sums, the partial days at
+    # either end from the calls themselves; the two must add up to exactly the calls in range.
+    start = datetime(2025, 3, 1, 0, 30, tzinfo=UTC)
+    times = [start + timedelta(hours=5 * index) for index in range(20)]
+    for index, at in enumerate(times):
+        await storage.record_usage(
+            call(run_id=f"r{index}", turn_id=f"t{index}", at=at, turn_first=True,
+                 agent="writer" if index % 2 else "researcher", cost_usd=0.001 * (index + 1))
+        )  # fmt: skip
+    for since, until in [
+        (datetime(2025, 3, 1, 12, tzinfo=UTC), datetime(2025, 3, 3, 6, tzinfo=UTC)),
+        (datetime(2025, 3, 2, tzinfo=UTC), datetime(2025, 3, 4, tzinfo=UTC)),
+        (None, datetime(2025, 3, 2, 13, tzinfo=UTC)),
+        (datetime(2025, 3, 2, 1, tzinfo=timezone(timedelta(hours=2))), None),
+    ]:
+        inside = [
+            index
+            for index, at in enumerate(times)
+            if (since is None or at >= since) and (until is None or at < until)
+        ]
+        for group in (None, "agent", "day"):
+            rows, total = await storage.usage_report(
+                UsageQuery(since=since, until=until, group_by=group)  # type: ignore[arg-type]
+            )
+            assert total.model_calls == len(inside) == total.turns, (since, until, group)
+            assert total.cost_usd == pytest.approx(sum(0.001 * (i + 1) for i in inside))
+            if group is not None:
+                assert sum(row.model_calls for row in rows) == len(inside)
