@@ -139,7 +139,9 @@ async def test_the_wall_clock_limit_ends_the_turn_with_a_last_answer(
     assert finished.budget is not None and finished.budget["limit"] == "maxTurnSeconds"
     assert finished.budget["used"] >= 0.5
     assert scripted_model.requests[-1].tools == []
-    assert 3 <= len(scripted_model.requests) <= 6  # stopped near 0.5 s, not at 25 tool calls
+    # Stopped near 0.5 s (a few 0.15 s calls, however loaded the machine), not at the
+    # 25th tool call, and the last call was made after the limit to answer.
+    assert 2 <= len(scripted_model.requests) < 12
 
 
 async def test_session_limits_count_the_earlier_turns(
