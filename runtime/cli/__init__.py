@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -20,6 +20,7 @@ from runtime.surface.inspection import format_inspection, inspect_agent
 
 if TYPE_CHECKING:
     from runtime.outside.mcp import McpSnapshot
+    from runtime.storage import UsageGroup
 from runtime.repo.schema import SCHEMA_NAMES, schema_text, write_schemas
 
 REPO_FILE = "amodal.json"
@@ -185,6 +186,27 @@ def models(obj: _Context, as_json: bool) -> None:
             ]
             for row in rows
         ],
+    )
+
+
+@main.command()
+@click.option("--since", help="From an ISO date or time (UTC unless it says), or an age: 7d, 24h.")
+@click.option(
+    "--by",
+    type=click.Choice(["agent", "model", "owner", "scope", "day", "session"]),
+    help="One row per agent, model, owner, scope, UTC day or session.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print GET /usage's JSON.")
+@click.pass_obj
+def usage(obj: _Context, since: str | None, by: str | None, as_json: bool) -> None:
+    """What model calls spent (tokens, USD, calls, turns), from the repo's database."""
+    from runtime.cli.usage import run_usage, since_option  # loads rich
+
+    run_usage(
+        obj.bundle(),
+        since=since_option(since),
+        by=cast("UsageGroup | None", by),
+        as_json=as_json,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from runtime import events
+from runtime.engine.budget import TurnBudget
 from runtime.engine.log import (
     ProposalEntry,
     Recorder,
@@ -82,7 +83,7 @@ class RunResult:
     def status(self) -> RunStatus:
         if self.outcome is None:
             return "error"
-        return "partial" if self.outcome.reason == "max_tool_calls" else "ok"
+        return "partial" if self.outcome.reason in ("max_tool_calls", "budget_exhausted") else "ok"
 
     @property
     def pending(self) -> PendingCall | None:
@@ -144,6 +145,8 @@ class TurnScope:
     runs' tools reach, a specialist's too."""
     read_only: bool = False
     """Every run of the turn is without write power (`resolution.read_only`)."""
+    spend: TurnBudget | None = None
+    """The turn's token, cost and time budget, shared by every run of the tree (SPEC 22)."""
     budget: DelegationBudget = field(init=False)
     servers: McpSnapshot = field(init=False)
 
@@ -267,6 +270,7 @@ class TurnScope:
                 result_limit=bundle.config.limits.max_tool_result_chars,
                 repeat_limit=bundle.config.limits.repeated_call_limit,
                 observers=self.services.observers,
+                budget=self.spend,
             )
 
         self.recorder.stream_run(run_id)  # its events reach the client through the sink

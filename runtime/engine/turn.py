@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from runtime import events
+from runtime.engine.budget import Spender, TurnBudget
 from runtime.engine.compaction import Compactor, SessionConversation, compactor_for
 from runtime.engine.leases import TurnLease, recover
 from runtime.engine.log import (
@@ -47,7 +48,7 @@ from runtime.models import ModelSettings, ToolCallRequest
 from runtime.observe.hooks import TurnEnded, TurnStarted
 from runtime.repo.bundle import MAIN_AGENT, AgentDefinition, Bundle
 from runtime.repo.model_bindings import model_card
-from runtime.storage import AgentRunRecord, PendingConfirmation, SessionRecord, utc_now
+from runtime.storage import AgentRunRecord, PendingConfirmation, SessionRecord, Spend, utc_now
 from runtime.surface.caller import Caller, EarlierMessage
 from runtime.surface.prompt import context_prompt, per_turn_prompt
 from runtime.surface.resolution import Surface, resolve
@@ -103,6 +104,14 @@ class Turn:
         sink = EventSink()
         self._view = services.views.get(session.id)
         self._log = SessionLog(services.storage, session.id, bundle.version, sink, self._view.add)
+        root = bundle.agents.get(rooting.agent)
+        self.spend = TurnBudget(
+            bundle.config.limits.over(root.limits if root is not None else None),
+            bundle.config,
+            services.storage,
+            Spender(session.id, self.run_id, session.owner, session.scope_id),
+        )
+        """What the turn spends, against its limits (SPEC 22)."""
         # A session started read-only (an automation's) stays so for every turn, confirmations
         # answered later included: the flag lives on the session, not on the request.
         self._scope = TurnScope(
@@ -114,6 +123,7 @@ class Turn:
             sink,
             owner=caller.owner,
             read_only=bool(session.metadata.get("read_only")),
+            spend=self.spend,
         )
         self._consumed = False
 
@@ -165,7 +175,9 @@ class Turn:
             observers.notify(
                 "turn_ended",
                 started,
-                TurnEnded(reason, self.usage, time.monotonic() - clock, error),
+                TurnEnded(
+                    reason, self.usage, time.monotonic() - clock, error, self.spend.turn_cost
+                ),
             )
         with anyio.CancelScope(shield=True):
             ended = await self._finish(reason)
@@ -180,7 +192,11 @@ class Turn:
             await self.lease.release()
 
     async def _finish(self, reason: DoneReason) -> list[Event]:
-        done = await self._logged(DoneEntry(reason, self.usage))
+        spend = self.spend
+        limit = (
+            spend.exhausted.as_json() if spend.exhausted and reason == "budget_exhausted" else None
+        )
+        done = await self._logged(DoneEntry(reason, self.usage, spend.turn_cost, limit))
         await self.lease.release()
         self._scope.sink.close()
         return done
@@ -189,6 +205,7 @@ class Turn:
         bundle, storage, session = self.bundle, self.services.storage, self.session
         view = self._view
         await view.catch_up(storage)
+        self.spend.session_before(Spend(view.spent_tokens, view.spent_usd))
         answering = {self.resume.pending.call.id} if self.resume is not None else set()
         await recover(storage, view, answering)  # what a dead turn left open
         previous_turn = view.last_turn
@@ -260,6 +277,8 @@ class Turn:
                 repeat_limit=bundle.config.limits.repeated_call_limit,
                 nested=self._scope.sink,
                 observers=self.services.observers,
+                budget=self.spend,
+                root=True,
             )
 
         result: RunResult | None = None

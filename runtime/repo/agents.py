@@ -219,6 +219,8 @@ def _definition(
         prompt=prompt,
         context=context,
         digest=reader.digest(f"{AGENTS_DIR}/{name}/"),
+        limits=value("limits", "limits"),
+        limits_origin=_origin(pick("limits"), ("limits",)),
     )
 
 

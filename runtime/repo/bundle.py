@@ -17,6 +17,7 @@ from runtime.exceptions import DefinitionError, DefinitionWarning
 from runtime.models import ModelSettings, ModelTier
 from runtime.repo.automations import AutomationDefinition
 from runtime.repo.formats import (
+    BudgetLimits,
     CompactionConfig,
     ContextInjection,
     MemoryConfig,
@@ -105,6 +106,10 @@ class AgentDefinition:
     """A hash of the agent's own files: a session rebuilds its prompt when it changes."""
     memory_config: MemoryConfig | None = None
     """Its own `memory`, or None for amodal.json's (`Bundle.memory` says which applies)."""
+    limits: BudgetLimits | None = None
+    """Its own budgets (SPEC 22), or None for amodal.json's."""
+    limits_origin: Origin = Origin("")
+    """Where `limits` was written."""
 
     @property
     def is_default(self) -> bool:

@@ -23,10 +23,11 @@ from runtime.repo.bundle import (
     StoreDefinition,
     server_of,
 )
-from runtime.repo.config import load_config
+from runtime.repo.config import cost_limit, load_config, unpriced_message, unpriced_models
 from runtime.repo.custom_tools import TOOLS_DIR, load_custom_tools
 from runtime.repo.eval_suites import Suite
 from runtime.repo.evals import EvalNames, load_suites
+from runtime.repo.formats import RepoConfig
 from runtime.repo.integrations import load_connections
 from runtime.repo.knowledge import load_knowledge
 from runtime.repo.registry import (
@@ -108,6 +109,8 @@ def load_repo(
         _check_skill_tools(report, loaded, names)
     for agent in agents:
         _check_agent(report, agent, names)
+        if config is not None:
+            _check_prices(report, agent, config)
     for partial in loaded_agents.partial:
         # An agent with errors of its own: what is right of it is checked too, so a repo
         # with typos shows every one of them in one pass.
@@ -270,6 +273,21 @@ def _check_agent(
             "the `load_skill` tool: it sees their names and descriptions only",
             line=agent.skills[0].origin.line,
             field="skills",
+        )
+
+
+def _check_prices(report: Report, agent: AgentDefinition, config: RepoConfig) -> None:
+    """An agent's cost limit needs every model it may call to have a price (SPEC 22)."""
+    limit = cost_limit(agent.limits)
+    if limit is None or cost_limit(config.limits) is not None:  # amodal.json's says it already
+        return
+    origin = agent.limits_origin
+    for name in unpriced_models(config):
+        report.error(
+            origin.file,
+            unpriced_message(name, limit),
+            line=origin.line,
+            field=f"limits.{limit}",
         )
 
 

@@ -25,6 +25,7 @@ from runtime.server import (
     memory_routes,
     session_routes,
     store_routes,
+    usage_routes,
 )
 from runtime.server.auth import Authenticator
 from runtime.server.console import add_console
@@ -42,6 +43,7 @@ ROUTERS = (
     store_routes.router,
     automation_routes.router,
     memory_routes.router,
+    usage_routes.router,
 )
 # The protocol faces (SPEC 24), each its own router over the runtime and the credentials.
 FACES = (

@@ -184,6 +184,70 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         """,
     ),
     Migration(
+        "m009_usage",
+        # One row per model call (SPEC 22). No foreign key to sessions: spend outlives a
+        # deleted session. `day` is the call's UTC date, so a daily limit reads one index
+        # range; `usage_by_time` serves GET /usage's time range. `*_first` mark a turn's
+        # first call (of the turn, of its agent, of its model): a report counts turns by
+        # summing them, never by COUNT(DISTINCT), which would sort every row.
+        # `usage_owner_days` keeps each owner's day summed as calls are recorded (in the
+        # same transaction): the daily limit's check before every call reads one row.
+        # Its `owner_key` is "u:" + the owner, or "-" for calls with none. `usage_days` sums
+        # the calls by UTC day, agent, model, owner and scope the same way: a report over
+        # whole days reads those sums, not every call (the partial days at the ends of its
+        # range, and a report by session, read the calls).
+        """
+        CREATE TABLE usage_records (
+            session_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            at TEXT NOT NULL,
+            day TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL,
+            cost_usd REAL,
+            estimated INTEGER NOT NULL DEFAULT 0,
+            turn_first INTEGER NOT NULL DEFAULT 0,
+            agent_first INTEGER NOT NULL DEFAULT 0,
+            model_first INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX usage_by_time ON usage_records (at);
+        CREATE INDEX usage_by_owner_day ON usage_records (owner, day);
+        CREATE INDEX usage_by_session ON usage_records (session_id);
+        CREATE INDEX usage_by_scope_owner_time ON usage_records (scope_id, owner, at);
+        CREATE TABLE usage_owner_days (
+            owner_key TEXT NOT NULL,
+            day TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            cost_usd REAL NOT NULL,
+            PRIMARY KEY (owner_key, day)
+        );
+        CREATE TABLE usage_days (
+            day TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner_key TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL,
+            cost_usd REAL,
+            calls INTEGER NOT NULL,
+            turn_first INTEGER NOT NULL,
+            agent_first INTEGER NOT NULL,
+            model_first INTEGER NOT NULL,
+            PRIMARY KEY (day, agent, model, owner_key, scope_id)
+        );
+        CREATE INDEX usage_days_by_scope_owner ON usage_days (scope_id, owner_key, day);
+        """,
+    ),
+    Migration(
         "m010_memory",
         # An agent's notes about its owner (SPEC 21), and the words of the session logs that
         # `session_search` looks through. Each FTS5 index reads its text from a plain table
@@ -410,6 +474,59 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         "m008_operator_sessions_owner",
         """
         UPDATE sessions SET owner = '' WHERE owner = '@operator';
+        """,
+    ),
+    Migration(
+        "m009_usage",
+        """
+        CREATE TABLE usage_records (
+            session_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            at TIMESTAMPTZ NOT NULL,
+            day TEXT NOT NULL,
+            input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL,
+            cached_tokens BIGINT NOT NULL,
+            cost_usd DOUBLE PRECISION,
+            estimated BOOLEAN NOT NULL DEFAULT FALSE,
+            turn_first SMALLINT NOT NULL DEFAULT 0,
+            agent_first SMALLINT NOT NULL DEFAULT 0,
+            model_first SMALLINT NOT NULL DEFAULT 0
+        );
+        CREATE INDEX usage_by_time ON usage_records (at);
+        CREATE INDEX usage_by_owner_day ON usage_records (owner, day);
+        CREATE INDEX usage_by_session ON usage_records (session_id);
+        CREATE INDEX usage_by_scope_owner_time ON usage_records (scope_id, owner, at);
+        CREATE TABLE usage_owner_days (
+            owner_key TEXT NOT NULL,
+            day TEXT NOT NULL,
+            tokens BIGINT NOT NULL,
+            cost_usd DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (owner_key, day)
+        );
+        CREATE TABLE usage_days (
+            day TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner_key TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL,
+            cached_tokens BIGINT NOT NULL,
+            cost_usd DOUBLE PRECISION,
+            calls BIGINT NOT NULL,
+            turn_first BIGINT NOT NULL,
+            agent_first BIGINT NOT NULL,
+            model_first BIGINT NOT NULL,
+            PRIMARY KEY (day, agent, model, owner_key, scope_id)
+        );
+        CREATE INDEX usage_days_by_scope_owner ON usage_days (scope_id, owner_key, day);
         """,
     ),
     Migration(

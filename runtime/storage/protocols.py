@@ -44,8 +44,12 @@ from runtime.storage.records import (
     RunStatus,
     SessionMatch,
     SessionRecord,
+    Spend,
     StoredEvent,
     StoreDocument,
+    UsageQuery,
+    UsageRecord,
+    UsageRow,
 )
 
 
@@ -385,6 +389,27 @@ class MemoryStorage(Protocol):
         """The events (those appended with a `search_text`) of the sessions of `scope_id`
         owned by `owner` (None: the sessions without one) that match `query`, best first,
         leaving out `exclude_session`. No other session's text is ever read."""
+class UsageStorage(Protocol):
+    """What model calls spent (SPEC 22). Records outlive their session: deleting a session
+    never gives its money back to a daily limit."""
+
+    async def record_usage(self, record: UsageRecord) -> None:
+        """Keep one model call's usage (committed when this returns: a crash after it never
+        loses it). `ValueError` for negative tokens or a cost that is negative or not finite."""
+        ...
+
+    async def session_spent(self, session_id: str) -> Spend:
+        """What the calls of one session spent (nothing for an unknown session)."""
+        ...
+
+    async def owner_spent(self, owner: str | None, day: str) -> Spend:
+        """What one owner's calls (None: the calls with no owner) spent on one UTC `day`
+        (`YYYY-MM-DD`), across every session, process and replica of the database."""
+        ...
+
+    async def usage_report(self, query: UsageQuery) -> tuple[list[UsageRow], UsageRow]:
+        """The rows of `query` and their total; `ValueError` for an unknown group, a naive
+        datetime or a limit outside 1..10,000."""
         ...
 
 
@@ -396,6 +421,7 @@ class Storage(
     DocumentStorage,
     AutomationStorage,
     MemoryStorage,
+    UsageStorage,
     Protocol,
 ):
     """A whole database: every concern above, plus its schema and its lifetime.

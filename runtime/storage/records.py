@@ -250,6 +250,87 @@ class SessionMatch:
     snippet: str
 
 
+UsageGroup = Literal["agent", "model", "owner", "scope", "day", "session"]
+USAGE_GROUPS: tuple[UsageGroup, ...] = ("agent", "model", "owner", "scope", "day", "session")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One model call's spend (SPEC 22): who called which model, for whom, what it cost.
+
+    `turn_id` is the root run of the turn the call belongs to; `owner` and `scope_id`
+    are the session's; `cost_usd` is None when the model's price is unknown;
+    `estimated` when the provider reported no usage and the runtime counted it.
+    `turn_first`, `agent_first`, `model_first`: the first call of its turn, of its agent in
+    the turn, of its model in the turn (what a report counts turns by).
+    """
+
+    session_id: str
+    turn_id: str
+    run_id: str
+    agent: str
+    model: str
+    owner: str | None
+    scope_id: str
+    at: datetime
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+    estimated: bool = False
+    turn_first: bool = False
+    agent_first: bool = False
+    model_first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """Tokens (input plus output) and USD (of the calls with a known price) spent."""
+
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """One line of a usage report: its key (`{"agent": "writer"}`; empty for the total) and
+    what the calls it groups spent."""
+
+    key: dict[str, str | None]
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cost_usd: float | None
+    model_calls: int
+    turns: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **self.key,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cost_usd": self.cost_usd,
+            "model_calls": self.model_calls,
+            "turns": self.turns,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class UsageQuery:
+    """Which calls a usage report counts: `since` <= at < `until` (None: unbounded), of one
+    caller (`scope_id` and `owner`; `scope_id` None: everyone's), grouped by `group_by`
+    (None: the total only). Rows come by day in time order, else most expensive first;
+    at most `limit` of them (the total counts every call)."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    group_by: UsageGroup | None = None
+    scope_id: str | None = None
+    owner: str | None = None
+    limit: int = 1000
+
+
 def utc_now() -> datetime:
     """The current time as an aware UTC datetime, the only kind the storage accepts."""
     return datetime.now(UTC)

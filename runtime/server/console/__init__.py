@@ -91,6 +91,10 @@ def add_console(app: FastAPI, auth: Authenticator) -> None:
     async def stores() -> HTMLResponse:
         return page("stores", title="Stores")
 
+    @app.get("/console/usage", include_in_schema=False)
+    async def usage() -> HTMLResponse:
+        return page("usage", title="Usage")
+
     @app.get("/console/health", include_in_schema=False)
     async def health() -> HTMLResponse:
         return page("health", title="Health")
