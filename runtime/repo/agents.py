@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +80,9 @@ def load_agents(reader: Reader) -> LoadedAgents:
                 "(rename the folder)",
             )
         elif entry.name == MAIN_AGENT:
-            main = _load_main(reader, entry)
+            main = reader.unit(relative, partial(_load_main, reader, entry))
         else:
-            agent = _load_agent(reader, entry)
+            agent = reader.unit(relative, partial(_load_agent, reader, entry))
             if agent is not None:
                 agents.append(agent)
             else:
@@ -212,14 +213,14 @@ def _predicate(
     if layer is None or "conditional" not in entry.model_fields_set:
         return None
     conditional = entry.conditional
-    line = layer.source.line((*path, "conditional"))
     field = format_field((*path, "conditional"))
+    # The line only for an error: mapping lines parses the file again (ast for agent.py).
     if layer.source.syntax != "python":
         report.error(
             layer.source.path,
             "`conditional` is not allowed here: predicates are "
             "Python functions and live in agent.py",
-            line=line,
+            line=layer.source.line((*path, "conditional")),
             field=field,
         )
         return None
@@ -227,9 +228,8 @@ def _predicate(
         return None  # `"conditional": None` in agent.py: no predicate, as if absent
     problem = predicate_problem(conditional)
     if problem:
-        report.error(
-            layer.source.path, problem, line=callable_line(conditional) or line, field=field
-        )
+        line = callable_line(conditional) or layer.source.line((*path, "conditional"))
+        report.error(layer.source.path, problem, line=line, field=field)
         return None
     return conditional
 
