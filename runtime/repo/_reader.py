@@ -118,11 +118,11 @@ class Reader:
     def digest(self, prefix: str = "") -> str:
         """A short hash over the files read (under `prefix`), by path and content."""
         hasher = hashlib.blake2b(digest_size=8)
-        for relative in sorted(self.files):
-            if relative.startswith(prefix):
-                hasher.update(relative.encode())
-                hasher.update(b"\0")
-                hasher.update(self._hashes[relative])
+        # Filtered before sorting: each agent's digest would otherwise sort every file.
+        for relative in sorted(path for path in self.files if path.startswith(prefix)):
+            hasher.update(relative.encode())
+            hasher.update(b"\0")
+            hasher.update(self._hashes[relative])
         return hasher.hexdigest()
 
     def unit(self, relative: str, load: Callable[[], T]) -> T:
