@@ -3,8 +3,10 @@
 Commands are imported when they run, not when the CLI starts: `COMMANDS` names the
 module and attribute of each, with the summary `amodal --help` shows. To add a
 command, write it as a `click.Command` in a module of this package (importing what it
-needs inside its body, or at the top of a module only it uses) and add one row here;
-tests/test_cli_startup.py checks every row's summary against the command's own help.
+needs inside its body, or at the top of a module only it uses) and add one row here,
+with `one_shot=True` only if it reads or writes files and exits (a command that keeps
+running, like `serve`, must not set it); tests/test_cli_startup.py checks every row's
+summary against the command's own help.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ COMMANDS = {
     "agents": LazyCommand(
         "runtime.cli.repo_commands:agents",
         "List the agents: name, display name, role, description, and which is the default.",
+        one_shot=True,
     ),
     "chat": LazyCommand(
         "runtime.cli.running:chat",
@@ -33,14 +36,17 @@ COMMANDS = {
     "import": LazyCommand(
         "runtime.cli.authoring:import_group",
         "Bring agents from another tool: Claude Code or OpenCode (see docs/import.md).",
+        one_shot=True,
     ),
     "init": LazyCommand(
         "runtime.cli.authoring:init",
         "Create a new agent repo at PATH (default: here) that validates.",
+        one_shot=True,
     ),
     "inspect": LazyCommand(
         "runtime.cli.repo_commands:inspect",
         "Show AGENT's surface for a caller (and why anything is missing) and its prompt.",
+        one_shot=True,
     ),
     "mcp": LazyCommand(
         "runtime.cli.running:mcp",
@@ -50,10 +56,12 @@ COMMANDS = {
         "runtime.cli.repo_commands:models",
         "The model each tier's calls use: where, its context window and price, and "
         "whether they come from the repo, the shipped catalog or the defaults.",
+        one_shot=True,
     ),
     "schema": LazyCommand(
         "runtime.cli.authoring:schema",
         "Print the JSON Schema of a file format, or write them all with --out.",
+        one_shot=True,
     ),
     "serve": LazyCommand(
         "runtime.cli.running:serve",
@@ -62,6 +70,7 @@ COMMANDS = {
     "validate": LazyCommand(
         "runtime.cli.repo_commands:validate",
         "Check every file of the repo, eval suites included; exit 1 listing every error.",
+        one_shot=True,
     ),
 }
 """Every command: name -> where it is defined, and its `--help` summary."""
