@@ -12,11 +12,26 @@ from rich.console import Console
 from rich.table import Table
 
 from runtime.api import Runtime, UsageReport
+from runtime.cli._shared import Context
 from runtime.repo.bundle import Bundle
 from runtime.storage import UsageGroup, UsageRow
 
 _AGO = re.compile(r"^(\d{1,5})([dhm])$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+
+@click.command()
+@click.option("--since", help="From an ISO date or time (UTC unless it says), or an age: 7d, 24h.")
+@click.option(
+    "--by",
+    type=click.Choice(["agent", "model", "owner", "scope", "day", "session"]),
+    help="One row per agent, model, owner, scope, UTC day or session.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print GET /usage's JSON.")
+@click.pass_obj
+def usage(obj: Context, since: str | None, by: UsageGroup | None, as_json: bool) -> None:
+    """What model calls spent (tokens, USD, calls, turns), from the repo's database."""
+    run_usage(obj.bundle(), since=since_option(since), by=by, as_json=as_json)
 
 
 def since_option(value: str | None, now: datetime | None = None) -> datetime | None:

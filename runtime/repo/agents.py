@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def load_agents(reader: Reader) -> LoadedAgents:
     directory = reader.root / AGENTS_DIR
     agents: list[AgentDefinition] = []
     broken: set[str] = set()
-    partial: list[PartialAgent] = []
+    partials: list[PartialAgent] = []
     main = MainDefinition(None, frozenset(), "")
     if not directory.is_dir():
         reader.report.warn(AGENTS_DIR, "the repo has no agents/ directory")
@@ -95,16 +96,16 @@ def load_agents(reader: Reader) -> LoadedAgents:
                 "(rename the folder)",
             )
         elif entry.name == MAIN_AGENT:
-            main = _load_main(reader, entry)
+            main = reader.unit(relative, partial(_load_main, reader, entry))
         else:
-            agent = _load_agent(reader, entry)
+            agent = reader.unit(relative, partial(_load_agent, reader, entry))
             if isinstance(agent, AgentDefinition):
                 agents.append(agent)
                 continue
             broken.add(entry.name)
             if agent is not None:
-                partial.append(agent)
-    return LoadedAgents(agents, main, frozenset(broken), tuple(partial))
+                partials.append(agent)
+    return LoadedAgents(agents, main, frozenset(broken), tuple(partials))
 
 
 def _load_agent(reader: Reader, folder: Path) -> AgentDefinition | PartialAgent | None:
@@ -238,14 +239,14 @@ def _predicate(
     if layer is None or "conditional" not in entry.model_fields_set:
         return None
     conditional = entry.conditional
-    line = layer.source.line((*path, "conditional"))
     field = format_field((*path, "conditional"))
+    # The line only for an error: mapping lines parses the file again (ast for agent.py).
     if layer.source.syntax != "python":
         report.error(
             layer.source.path,
             "`conditional` is not allowed here: predicates are "
             "Python functions and live in agent.py",
-            line=line,
+            line=layer.source.line((*path, "conditional")),
             field=field,
         )
         return None
@@ -253,9 +254,8 @@ def _predicate(
         return None  # `"conditional": None` in agent.py: no predicate, as if absent
     problem = predicate_problem(conditional)
     if problem:
-        report.error(
-            layer.source.path, problem, line=callable_line(conditional) or line, field=field
-        )
+        line = callable_line(conditional) or layer.source.line((*path, "conditional"))
+        report.error(layer.source.path, problem, line=line, field=field)
         return None
     return conditional
 

@@ -66,6 +66,7 @@ class Strict(BaseModel):
         alias_generator=to_camel,
         populate_by_name=False,
         str_strip_whitespace=False,
+        defer_build=True,
     )
 
 

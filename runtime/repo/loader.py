@@ -9,7 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from runtime.exceptions import DefinitionError, DefinitionWarning, InvalidRepoError
-from runtime.repo._reader import Reader
+from runtime.repo._reader import LoadCache, Reader
 from runtime.repo._report import Report, did_you_mean, known, normalized
 from runtime.repo.agents import load_agents
 from runtime.repo.automations import load_automations, names_of
@@ -65,16 +65,21 @@ def load_repo(
     environ: Mapping[str, str] | None = None,
     offline: bool = False,
     evals: bool = False,
+    cache: LoadCache | None = None,
 ) -> LoadResult:
     """Read and validate the agent repo at `root`; never raises for a problem in the repo.
 
     `environ` resolves `env:NAME` references (default: the process environment);
     `offline` checks only their form, for validating without the deployment's secrets;
     `evals` also reads and checks the eval suites of `evals/` (their problems are the
-    repo's errors then), which a served bundle never needs.
+    repo's errors then), which a served bundle never needs. `cache` (a reload keeps one
+    between loads of a repo) reuses each agent, skill, store, knowledge document and
+    custom tool whose files did not change: the result is the same as without it.
     """
+    if cache is not None:
+        cache.begin()
     report = Report()
-    reader = Reader(Path(root).resolve(), report)
+    reader = Reader(Path(root).resolve(), report, cache)
     environ = os.environ if environ is None else environ
     config, config_secrets = load_config(reader, environ, offline)
     stores = load_stores(reader)
@@ -85,6 +90,8 @@ def load_repo(
     outside = load_connections(reader, config, config_secrets, environ, offline)
     loaded_agents = load_agents(reader)
     agents, main = loaded_agents.agents, loaded_agents.main
+    if cache is not None:
+        cache.end()
 
     registry = _registry(report, stores, tools)
     broken = (
@@ -407,4 +414,4 @@ def _check_display_names(report: Report, agents: list[AgentDefinition]) -> None:
             seen[key] = agent
 
 
-__all__ = ["LoadResult", "load_bundle", "load_repo"]
+__all__ = ["LoadCache", "LoadResult", "load_bundle", "load_repo"]
