@@ -20,6 +20,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from runtime.outside.rest import allowed_calls
 from runtime.repo.bundle import AgentDefinition, Bundle, ConnectionDefinition, StoreDefinition
@@ -32,8 +33,10 @@ from runtime.repo.registry import (
     store_ops,
     store_tool_name,
 )
-from runtime.storage import MemoryEntry, MemoryKind
 from runtime.surface.resolution import Surface
+
+if TYPE_CHECKING:  # `amodal inspect` builds prompts without loading the storage
+    from runtime.storage import MemoryEntry, MemoryKind
 
 PLATFORM_RULES = """\
 Precedence: these platform rules come first. The persona and instructions that \
