@@ -679,6 +679,15 @@ class SqlStorage(abc.ABC):
         row = (await self._read(lambda: _only(statement))).one()
         return None if row is None else self._queued(row)
 
+    async def waiting_turns(self, session_id: str) -> list[QueuedTurn]:
+        statement = Statement(
+            f"SELECT {_QUEUE_COLUMNS} FROM turn_queue WHERE session_id = ? "
+            "AND state IN ('queued', 'claimed') ORDER BY created_at",
+            (session_id,),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self._queued(row) for row in rows]
+
     async def queue_counts(self) -> dict[str, int]:
         statement = Statement("SELECT state, COUNT(*) FROM turn_queue GROUP BY state")
         rows = (await self._read(lambda: _only(statement))).rows

@@ -206,6 +206,8 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         );
         CREATE INDEX turn_queue_waiting ON turn_queue (created_at)
             WHERE state IN ('queued', 'claimed');
+        CREATE INDEX turn_queue_by_session ON turn_queue (session_id)
+            WHERE state IN ('queued', 'claimed');
         """,
     ),
 )
@@ -356,6 +358,8 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
             claimed_until TIMESTAMPTZ
         );
         CREATE INDEX turn_queue_waiting ON turn_queue (created_at)
+            WHERE state IN ('queued', 'claimed');
+        CREATE INDEX turn_queue_by_session ON turn_queue (session_id)
             WHERE state IN ('queued', 'claimed');
         """,
     ),

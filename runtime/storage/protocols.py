@@ -235,7 +235,13 @@ class TurnQueueStorage(Protocol):
         """Mark a turn `started` (its `turn` entry is in the log) or `done`."""
         ...
 
-    async def get_queued_turn(self, turn_id: str) -> QueuedTurn | None: ...
+    async def get_queued_turn(self, turn_id: str) -> QueuedTurn | None:
+        """The turn, whatever its state; None when no turn has this id."""
+        ...
+
+    async def waiting_turns(self, session_id: str) -> list[QueuedTurn]:
+        """The session's turns not started yet (`queued` or `claimed`), oldest first."""
+        ...
 
     async def queue_counts(self) -> dict[str, int]:
         """How many turns are in each state."""

@@ -152,3 +152,13 @@ async def test_many_workers_on_two_storages_claim_each_turn_exactly_once(storage
             group.start_soon(work, storage if i % 2 else second_storage, f"w{i}")
 
     assert sorted(claimed) == [f"t{i:02}" for i in range(30)]
+
+
+async def test_a_sessions_waiting_turns_are_those_not_started_yet(storage):
+    for name in ("t1", "t2", "t3"):
+        await storage.enqueue_turn(queued(name, "s1"))
+    await storage.enqueue_turn(queued("other", "s2"))
+    await storage.claim_turn("w", 30)
+    await storage.mark_turn("t1", "started")
+
+    assert [turn.turn_id for turn in await storage.waiting_turns("s1")] == ["t2", "t3"]
