@@ -31,7 +31,9 @@ REPO: dict[str, Any] = {
         "parameters": {"type": "object", "properties": {"task": {"type": "string"}}},
     },
     "tools/note/handler.py": (
-        "import os\n\nasync def handler(args, ctx):\n"
+        "import os, anyio\n\nasync def handler(args, ctx):\n"
+        "    if args['task'].startswith('slow'):\n"
+        "        await anyio.sleep(2)\n"
         "    with open(os.environ['NOTES_FILE'], 'a') as notes:\n"
         "        notes.write(args['task'] + '\\n')\n"
         "    return {'noted': args['task']}\n"
@@ -201,3 +203,33 @@ def test_a_bad_background_request_is_refused_and_queues_nothing(
     assert unknown_session.status_code == 404, unknown_session.text
     assert not_a_flag.status_code == 422 and empty.status_code == 422
     assert httpx.get(f"{server.url}/sessions").json()["sessions"] == []  # none was created
+
+
+@pytest.mark.postgres
+def test_a_worker_told_to_stop_finishes_the_turn_it_runs_and_takes_no_more(
+    make_repo: Callable[..., Path],
+    serve: Callable[..., ServeProcess],
+    workers: Callable[..., WorkerProcess],
+    env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(REPO)
+    server = serve(repo, env, "--no-reload", "--no-background")
+    worker = workers(repo, env, "--no-reload", "--concurrency", "1")
+    server.wait_ready()
+    worker.wait_ready()
+    running = queue(server.url, "slow job")
+    deadline = time.monotonic() + 60
+    while not httpx.get(f"{server.url}/sessions/{running['session_id']}").json()["events"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    waiting = queue(server.url, "next job")
+
+    worker.stop()  # SIGTERM: drain
+
+    assert worker.process.returncode == 0, worker.output
+    done = follow_to_done(server.url, running["session_id"], "0", 30)[-1]
+    assert done["reason"] == "model_stop"
+    assert notes(tmp_path) == ["slow job"]
+    left = httpx.get(f"{server.url}/sessions/{waiting['session_id']}").json()
+    assert left["events"] == []  # still queued, for the next worker
