@@ -33,6 +33,9 @@ from runtime.storage import SessionRecord, utc_now
 from runtime.surface.caller import Caller
 from runtime.testing import ScriptedModel
 from tests._harness import Harness
+from tests._http_api import LoopbackApi
+from tests.test_connections import TOKEN, api_repo
+from tests.test_mcp import repo_files, stdio
 
 pytestmark = pytest.mark.anyio
 
@@ -180,3 +183,52 @@ async def test_the_continuation_goes_on_calling_tools_and_counts_each_continuati
     assert effects(tmp_path) == ["look", "charge"]
     session = await harness.session(session_id)
     assert [e.data["count"] for e in session.entries if e.type == "resumed"] == [1]
+
+
+async def test_a_get_request_runs_again_and_a_post_does_not(
+    make_repo: Callable[..., Path],
+    http_api: LoopbackApi,
+    harness_for: Callable[..., Any],
+    scripted_model: ScriptedModel,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AMODAL_LEASE_SECONDS", "1")
+    monkeypatch.setenv("LIBRARY_TOKEN", TOKEN)
+    harness = await harness_for(make_repo(api_repo(http_api.url, spec={"contextInjection": []})))
+    read = {"connection": "library", "method": "GET", "path": "/items", "intent": "read"}
+    write = {"connection": "library", "method": "POST", "path": "/items", "intent": "write"}
+    calls = (
+        ToolCallRequest("c1", "request", json.dumps(read)),
+        ToolCallRequest("c2", "request", json.dumps({**write, "body": {"title": "x"}})),
+    )
+    scripted_model.reply("Listed; the new item may or may not exist.")
+    session_id, seq = await dead_turn(harness, [AnswerEntry("", calls, "scripted", Usage())])
+
+    streamed = await continuation(harness, session_id, seq)
+
+    assert [(seen.method, seen.path) for seen in http_api.requests] == [("GET", "/items")]
+    results = {e.call_id: e for e in streamed if isinstance(e, events.ToolResult)}
+    assert results["c1"].status == "ok"
+    assert (results["c2"].error or "").startswith("interrupted")
+
+
+async def test_an_mcp_tool_its_server_marks_idempotent_runs_again_and_another_does_not(
+    make_repo: Callable[..., Path],
+    harness_for: Callable[..., Any],
+    scripted_model: ScriptedModel,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AMODAL_LEASE_SECONDS", "1")
+    harness = await harness_for(make_repo(repo_files({"desk": stdio()})))
+    calls = (
+        ToolCallRequest("c1", "desk__add", json.dumps({"a": 2, "b": 3})),
+        ToolCallRequest("c2", "desk__shout", json.dumps({"text": "hi"})),
+    )
+    scripted_model.reply("Added; the shout may or may not have been heard.")
+    session_id, seq = await dead_turn(harness, [AnswerEntry("", calls, "scripted", Usage())])
+
+    streamed = await continuation(harness, session_id, seq)
+
+    results = {e.call_id: e for e in streamed if isinstance(e, events.ToolResult)}
+    assert results["c1"].status == "ok" and "5" in json.dumps(results["c1"].result)
+    assert (results["c2"].error or "").startswith("interrupted")

@@ -30,7 +30,7 @@ from runtime.storage import QueuedTurn
 
 logger = logging.getLogger("amodal")
 
-IDLE_SECONDS = 0.25
+IDLE_SECONDS = 0.5
 """How long an idle worker waits before it asks the queue again."""
 BUSY_RETRY_SECONDS = 1.0
 """How long a turn whose session is busy waits before it is claimed again."""
