@@ -43,6 +43,7 @@ from runtime.repo.bundle import AgentDefinition, Bundle
 from runtime.repo.reload import LiveBundle, watch
 from runtime.storage import (
     AgentRunRecord,
+    QueuedTurn,
     SessionRecord,
     Storage,
     StoredEvent,
@@ -462,6 +463,11 @@ class Runtime:
         """Run queued background turns, `concurrency` at a time, until cancelled, or until
         `stop` is set and the turns running have ended (what `amodal worker` does)."""
         await Workers(self._chats, self._streams, concurrency).run(stop)
+
+    async def queued_turn(self, turn_id: str) -> QueuedTurn | None:
+        """A background turn of the queue by its `turn_id`, whatever its state (`queued`,
+        `claimed`, `started`, `done`), with its times; None for an unknown id."""
+        return await self.storage.get_queued_turn(turn_id)
 
     async def queue_counts(self) -> dict[str, int]:
         """How many background turns are `queued`, `claimed`, `started` and `done`."""
