@@ -210,13 +210,34 @@ class MemoryStorage:
 
     # leases
 
-    async def try_acquire_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
+    async def try_acquire_turn(
+        self,
+        session_id: str,
+        holder: str,
+        ttl_seconds: float,
+        turn: dict[str, Any] | None = None,
+        *,
+        take_over: bool = False,
+    ) -> bool:
+        # One process: a lease never outlives its holder here, so no note is kept and no
+        # turn is ever left to continue (`expired_turns` finds none).
         now = time.time()
         current = self._leases.get(session_id)
         if current is not None and current[0] != holder and current[1] > now:
             return False
         self._leases[session_id] = (holder, now + ttl_seconds)
         return True
+
+    async def expired_turns(self, limit: int = 20) -> list[Any]:
+        return []
+
+    # the turn queue: the benchmarks run no background turns
+
+    async def claim_turn(self, worker: str, ttl_seconds: float) -> None:
+        return None
+
+    async def waiting_turns(self, session_id: str) -> list[Any]:
+        return []
 
     async def renew_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
         current = self._leases.get(session_id)

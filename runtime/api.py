@@ -26,10 +26,12 @@ import anyio
 
 from runtime import events
 from runtime._text import json_problem
+from runtime.engine.background import Workers
 from runtime.engine.chats import ChatService, thread_session_id
 from runtime.engine.log import PastTurn, PromptEntry, TextEntry, position
 from runtime.engine.memories import delete_entry, list_entries
 from runtime.engine.model_pool import ModelRouter
+from runtime.engine.resume import Resumer
 from runtime.engine.rooting import rootable
 from runtime.engine.services import Services
 from runtime.engine.streams import LiveTurn, TurnStreams
@@ -46,6 +48,7 @@ from runtime.storage import (
     AgentRunRecord,
     MemoryEntry,
     PendingConfirmation,
+    QueuedTurn,
     SessionRecord,
     Storage,
     StoredEvent,
@@ -141,6 +144,15 @@ class RunningTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class QueuedChat:
+    """A background turn in the durable queue (`Runtime.enqueue`): its session, and the id
+    its root run will have (its id among the session's turns, `Runtime.turns`)."""
+
+    session_id: str
+    turn_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class SessionHistory:
     """A session and its log as its caller may read it (`GET /sessions/{id}`)."""
 
@@ -181,12 +193,16 @@ class Runtime:
         model: ModelChoice = None,
         observers: Iterable[RunObserver] = (),
         watch_repo: bool = False,
+        background: int = 0,
     ) -> AsyncIterator[Runtime]:
         """Load the repo (`InvalidRepoError` listing every problem; or take a loaded
         `Bundle`), open the database (`database`: a path or URL, else `DATABASE_URL`,
         else SQLite under the repo's `.amodal/`; or an open `Storage`, which stays yours
         to close) and the models. Leaving the block closes what it opened. `watch_repo`
-        reloads the repo when its files change (a bad edit keeps the last good bundle)."""
+        reloads the repo when its files change (a bad edit keeps the last good bundle).
+        `background`: how many queued background turns this runtime runs at once (0: it
+        runs none; `amodal serve` runs them unless `--no-background`, see `enqueue`).
+        Every runtime continues the turns of the database whose process died (SPEC 23)."""
         if isinstance(repo, Bundle):
             live = LiveBundle(repo.root, repo)
         else:
@@ -205,7 +221,7 @@ class Runtime:
                 async with (
                     McpServers.open(live().mcp_servers) as mcp,
                     cls._running(
-                        live, database, router, watching, connections, mcp, watch_repo
+                        live, database, router, watching, connections, mcp, watch_repo, background
                     ) as runtime,
                 ):
                     yield runtime
@@ -240,9 +256,11 @@ class Runtime:
         connections: Connections,
         mcp: McpServers,
         watch_repo: bool = False,
+        background: int = 0,
     ) -> AsyncIterator[Runtime]:
         """A runtime over `database` (closed at the end when opened here) with its background
-        tasks: the lease keeper, turns run for HTTP clients, and the repo watcher."""
+        tasks: the lease keeper, turns run for HTTP clients, the sweep that continues dead
+        turns, the workers of queued turns (`background` of them), and the repo watcher."""
         owned = isinstance(database, str | os.PathLike)
         storage = (
             await open_storage(database) if isinstance(database, str | os.PathLike) else database
@@ -252,7 +270,11 @@ class Runtime:
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(chats.leases.run)
-                runtime = cls(live, services, mcp, chats, TurnStreams(chats.leases, group))
+                streams = TurnStreams(chats.leases, group)
+                runtime = cls(live, services, mcp, chats, streams)
+                group.start_soon(Resumer(chats, streams).run)  # turns whose process died
+                if background:
+                    group.start_soon(Workers(chats, streams, background).run)
                 if watch_repo:
                     ignore = default_database_path(live.root).parent
                     group.start_soon(
@@ -440,6 +462,44 @@ class Runtime:
         _check_history(request.history, thread)
         turn = await self._chats.start_turn(request, _caller(claims, operator))
         return RunningTurn(self._streams.start(turn))
+
+    async def enqueue(
+        self,
+        message: str,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        claims: Mapping[str, str] | None = None,
+        context: Mapping[str, str] | None = None,
+        operator: bool = False,
+        autonomous: bool = False,
+        thread: str | None = None,
+        face: str = "chat",
+    ) -> QueuedChat:
+        """Queue a background turn (SPEC 23) and return at once: it runs on whichever process
+        of the database takes background work first (`amodal serve`, `amodal worker`, a
+        runtime opened with `background=N`, `work`), once, and survives the death of the
+        process running it. Refusals raise now, as `begin` would (`UnknownAgentError`,
+        `SessionNotFoundError`, ...); the session is created when new. Follow it with
+        `follow(session_id)`; it is `turn_id` among `turns(session_id)`."""
+        request = _request(message, agent, context, session_id, autonomous)
+        request = dataclasses.replace(request, thread=thread, face=face)
+        queued = await self._chats.enqueue(request, _caller(claims, operator))
+        return QueuedChat(queued.session_id, queued.turn_id)
+
+    async def work(self, concurrency: int = 1, *, stop: anyio.Event | None = None) -> None:
+        """Run queued background turns, `concurrency` at a time, until cancelled, or until
+        `stop` is set and the turns running have ended (what `amodal worker` does)."""
+        await Workers(self._chats, self._streams, concurrency).run(stop)
+
+    async def queued_turn(self, turn_id: str) -> QueuedTurn | None:
+        """A background turn of the queue by its `turn_id`, whatever its state (`queued`,
+        `claimed`, `started`, `done`), with its times; None for an unknown id."""
+        return await self.storage.get_queued_turn(turn_id)
+
+    async def queue_counts(self) -> dict[str, int]:
+        """How many background turns are `queued`, `claimed`, `started` and `done`."""
+        return await self.storage.queue_counts()
 
     async def begin_confirmation(
         self,

@@ -12,6 +12,7 @@ import sys
 
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 app = MCPServer("desk")
 
@@ -73,7 +74,9 @@ ALL = [add, shout, fail, picture, sleep, crash, pid, token, grow]
 wanted = os.environ.get("MCP_TEST_TOOLS")
 for function in ALL:
     if wanted is None or function.__name__ in wanted.split(","):
-        app.add_tool(function)
+        # `add` is pure: annotated idempotent, a call a crash cut short is run again.
+        hints = ToolAnnotations(idempotentHint=True) if function is add else None
+        app.add_tool(function, annotations=hints)
 
 if __name__ == "__main__":
     transport = sys.argv[1] if len(sys.argv) > 1 else "stdio"

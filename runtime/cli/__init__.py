@@ -75,6 +75,10 @@ COMMANDS = {
         "runtime.cli.usage:usage",
         "What model calls spent (tokens, USD, calls, turns), from the repo's database.",
     ),
+    "worker": LazyCommand(
+        "runtime.cli.running:worker",
+        "Run queued background turns (no HTTP); start as many as you like on one database.",
+    ),
     "validate": LazyCommand(
         "runtime.cli.repo_commands:validate",
         "Check every file of the repo, eval suites included; exit 1 listing every error.",

@@ -56,13 +56,42 @@ def chat(
     type=click.IntRange(1, 64),
     help="Server processes on one port, sharing the database.",
 )
+@click.option(
+    "--no-background",
+    is_flag=True,
+    help="Serve HTTP only: take no queued background turns (leave them to `amodal worker`).",
+)
 @click.pass_obj
-def serve(obj: Context, host: str, port: int, no_reload: bool, workers: int) -> None:
+def serve(
+    obj: Context, host: str, port: int, no_reload: bool, workers: int, no_background: bool
+) -> None:
     """Serve the HTTP API (chat with SSE streaming, sessions, agents, health)."""
-    from runtime.server.serve import run_server
+    from runtime.server.serve import SERVE_BACKGROUND, run_server
 
     obj.bundle()  # every error printed, exit 1, before anything starts
-    sys.exit(run_server(obj.repo, host, port, reload=not no_reload, workers=workers))
+    background = 0 if no_background else SERVE_BACKGROUND
+    code = run_server(
+        obj.repo, host, port, reload=not no_reload, workers=workers, background=background
+    )
+    sys.exit(code)
+
+
+@click.command()
+@click.option(
+    "--concurrency",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Queued turns this worker runs at once.",
+)
+@click.option("--no-reload", is_flag=True, help="Do not watch the repo for changes.")
+@click.pass_obj
+def worker(obj: Context, concurrency: int, no_reload: bool) -> None:
+    """Run queued background turns (no HTTP); start as many as you like on one database."""
+    from runtime.server.worker import run_worker
+
+    obj.bundle()  # every error printed, exit 1, before anything starts
+    sys.exit(run_worker(obj.repo, concurrency, reload=not no_reload))
 
 
 @click.command("mcp")

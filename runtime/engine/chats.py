@@ -24,6 +24,7 @@ from runtime.engine.log import (
     CompactionEntry,
     DoneEntry,
     PastTurn,
+    TurnEntry,
     append,
     past_turns,
     read,
@@ -32,7 +33,7 @@ from runtime.engine.log import (
 from runtime.engine.loop import PendingCall, Resume
 from runtime.engine.rooting import Rooting, choose_root
 from runtime.engine.services import Services
-from runtime.engine.turn import Turn
+from runtime.engine.turn import Turn, new_run_id
 from runtime.engine.view import estimate
 from runtime.events import Event
 from runtime.exceptions import (
@@ -44,7 +45,15 @@ from runtime.exceptions import (
 from runtime.models import ToolCallRequest
 from runtime.repo.bundle import Bundle
 from runtime.repo.templates import clean_context
-from runtime.storage import AgentRunRecord, SessionRecord, StoredEvent, utc_now
+from runtime.storage import (
+    AgentRunRecord,
+    ExpiredTurn,
+    JSONObject,
+    QueuedTurn,
+    SessionRecord,
+    StoredEvent,
+    utc_now,
+)
 from runtime.surface.caller import Caller, ChatRequest
 
 WAITING = ("awaiting_confirmation", "awaiting_choice")
@@ -55,6 +64,64 @@ def thread_session_id(caller: Caller, thread: str) -> str:
     owner and the name, so two callers' threads of one name never meet."""
     key = json.dumps([caller.scope_id, caller.owner, thread], ensure_ascii=False)
     return "thread-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def turn_note(bundle: Bundle, run_id: str, caller: Caller, face: str) -> JSONObject:
+    """What a turn's lease keeps of it: enough for another process to continue it. A claim
+    that a connection injects into its requests is a secret and never stored (SPEC 12): a
+    continued or background turn runs without it, and its calls that need it are refused
+    (a refused call sends nothing)."""
+    secret = {i.claim for c in bundle.connections.values() for i in c.injections}
+    return {
+        "run_id": run_id,
+        "face": face,
+        "caller": {
+            "claims": {k: v for k, v in caller.claims.items() if k not in secret},
+            "operator": caller.operator,
+            "human_present": caller.human_present,
+        },
+    }
+
+
+def request_json(request: ChatRequest) -> JSONObject:
+    """A queued request as the queue keeps it (`request_of_json` reads it back)."""
+    return {
+        "message": request.message,
+        "agent": request.agent,
+        "context": dict(request.context),
+        "session_id": request.session_id,
+        "autonomous": request.autonomous,
+        "face": request.face,
+        "metadata": dict(request.metadata),
+    }
+
+
+def request_of_json(data: JSONObject) -> ChatRequest:
+    return ChatRequest(
+        message=str(data["message"]),
+        agent=data.get("agent"),
+        context={str(k): str(v) for k, v in (data.get("context") or {}).items()},
+        session_id=data.get("session_id"),
+        autonomous=bool(data.get("autonomous", False)),
+        face=str(data.get("face", "chat")),
+        metadata=dict(data.get("metadata") or {}),
+    )
+
+
+def _check_queued(request: ChatRequest) -> None:
+    if request.history:
+        raise InvalidRequestError("a background turn continues a session: it takes no history")
+
+
+def caller_of_note(note: JSONObject) -> Caller:
+    """The caller a turn's note was written for (`turn_note`)."""
+    caller = note.get("caller") or {}
+    claims = caller.get("claims") or {}
+    return Caller(
+        claims={str(key): str(value) for key, value in claims.items()},
+        operator=bool(caller.get("operator", False)),
+        human_present=bool(caller.get("human_present", True)),
+    )
 
 
 class ChatService:
@@ -71,9 +138,55 @@ class ChatService:
         """Takes sessions' leases and renews them; its `run()` must be running (Runtime.open
         runs it) for a turn to keep its session past `lease_seconds`."""
 
-    async def start_turn(self, request: ChatRequest, caller: Caller) -> Turn:
-        """Check and claim everything a turn needs; raises before anything streams."""
+    async def start_turn(
+        self, request: ChatRequest, caller: Caller, *, run_id: str | None = None
+    ) -> Turn:
+        """Check and claim everything a turn needs; raises before anything streams.
+        `run_id`: the id its root run gets (a queued turn's `turn_id`)."""
         bundle = self.bundle()
+        session, created, rooting, caller = await self._open(bundle, request, caller)
+        run_id = run_id or new_run_id()
+        lease = await self.leases.acquire(
+            session.id, turn_note(bundle, run_id, caller, request.face)
+        )
+        return Turn(
+            self.services,
+            bundle,
+            session,
+            caller,
+            lease,
+            created,
+            message=request.message,
+            rooting=rooting,
+            context=clean_context(request.context),
+            history=request.history if created else (),
+            face=request.face,
+            run_id=run_id,
+        )
+
+    async def enqueue(self, request: ChatRequest, caller: Caller) -> QueuedTurn:
+        """Put a turn in the durable queue for some process to run (SPEC 23): everything
+        that can refuse it is checked now, and its session is created if it is new."""
+        _check_queued(request)
+        bundle = self.bundle()
+        session, _, _, caller = await self._open(bundle, request, caller)
+        stored = dataclasses.replace(request, session_id=session.id, thread=None)
+        queued = QueuedTurn(
+            new_run_id(),
+            session.id,
+            request_json(stored),
+            turn_note(bundle, "", caller, request.face)["caller"],
+            "queued",
+            utc_now(),
+        )
+        await self.storage.enqueue_turn(queued)
+        return queued
+
+    async def _open(
+        self, bundle: Bundle, request: ChatRequest, caller: Caller
+    ) -> tuple[SessionRecord, bool, Rooting, Caller]:
+        """The request's session (created when new), whether it is new, its root, and the
+        caller as the turn sees it; raises what refuses the request."""
         session = None
         new_id = uuid.uuid4().hex
         if request.thread is not None:
@@ -95,20 +208,7 @@ class ChatService:
         created = session is None
         if session is None:
             session = await self._create(new_id, caller, rooting.agent, request.metadata)
-        lease = await self.leases.acquire(session.id)
-        return Turn(
-            self.services,
-            bundle,
-            session,
-            caller,
-            lease,
-            created,
-            message=request.message,
-            rooting=rooting,
-            context=clean_context(request.context),
-            history=request.history if created else (),
-            face=request.face,
-        )
+        return session, created, rooting, caller
 
     async def _create(
         self, session_id: str, caller: Caller, agent: str, metadata: Mapping[str, Any]
@@ -123,6 +223,41 @@ class ChatService:
             return await self._session(session_id, caller)
         return session
 
+    async def take_over(self, expired: ExpiredTurn) -> Turn | None:
+        """Take over the lease of a turn whose process died and return the turn that
+        continues it from its log (SPEC 23); None when another process was first, or when
+        there is nothing to continue (the lease is then given up)."""
+        lease = await self.leases.take_over(expired.session_id)
+        if lease is None:
+            return None
+        try:
+            session = await self.storage.get_session(expired.session_id)
+            view = self.services.views.get(expired.session_id)
+            await view.catch_up(self.storage)
+            dead = view.open_turn
+            if session is None or dead is None or not isinstance(dead.entry, TurnEntry):
+                await lease.release()  # it died after its `done`, or before its first entry
+                return None
+            caller = caller_of_note(expired.turn)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await lease.release()
+            raise
+        return Turn(
+            self.services,
+            self.bundle(),
+            session,
+            caller,
+            lease,
+            False,
+            message=None,
+            rooting=Rooting(dead.entry.agent),
+            context=dict(dead.entry.context),
+            face=str(expired.turn.get("face", "chat")),
+            run_id=dead.run_id,
+            continuing=True,
+        )
+
     async def start_confirmation(
         self, session_id: str, call_id: str, approve: bool, caller: Caller, face: str = "chat"
     ) -> Turn:
@@ -132,7 +267,8 @@ class ChatService:
         pending = await self.storage.get_pending(session_id, call_id)
         if pending is None:
             raise ConfirmationNotFoundError(session_id, call_id)
-        lease = await self.leases.acquire(session.id)
+        run_id = new_run_id()
+        lease = await self.leases.acquire(session.id, turn_note(bundle, run_id, caller, face))
         # Deleting is the claim: only one request gets True, so an approval runs once.
         if not await self.storage.delete_pending(session_id, call_id):
             await lease.release()
@@ -151,6 +287,7 @@ class ChatService:
             context=dict(pending.state.get("context", {})),
             resume=resume,
             face=face,
+            run_id=run_id,
         )
 
     async def start_withdrawal(self, session_id: str, caller: Caller, face: str) -> Turn | None:

@@ -5,8 +5,10 @@ takes it before anything streams (or the request is refused as busy) and gives
 it up when it ends. While it runs, the runtime's `LeaseKeeper` renews every lease
 this process holds every `lease_seconds / 3`, whatever the turn is waiting on (a
 model silent for minutes keeps its session). A process that dies stops renewing:
-its leases lapse within `lease_seconds` (15 s; `AMODAL_LEASE_SECONDS` changes it),
-and whoever takes the session next closes what the dead turn left open (`recover`).
+its leases lapse within `lease_seconds` (15 s; `AMODAL_LEASE_SECONDS` changes it).
+A turn's lease carries a note of the turn: such a lapsed lease is taken over only to
+continue the turn (`runtime.engine.resume`); what a dead holder without a note left
+open is closed by whoever takes the session next (`recover`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from runtime.engine.log import (
 )
 from runtime.engine.view import SessionView
 from runtime.exceptions import SessionBusyError
-from runtime.storage import Storage
+from runtime.storage import JSONObject, Storage
 
 logger = logging.getLogger("amodal")
 
@@ -75,12 +77,26 @@ class LeaseKeeper:
         self.seconds = lease_seconds() if seconds is None else seconds
         self._held: dict[str, TurnLease] = {}
 
-    async def acquire(self, session_id: str) -> TurnLease:
-        """Take the session's lease, or `SessionBusyError` while another turn holds it. What a
-        dead holder left open is the new holder's to close (`recover`)."""
+    async def acquire(self, session_id: str, note: JSONObject | None = None) -> TurnLease:
+        """Take the session's lease, or `SessionBusyError` while another turn holds it (or
+        a dead turn waits to be continued). `note` says which turn holds it, so that the
+        process that takes it over after a crash can continue the turn (SPEC 23); what a
+        dead holder without one left open is the new holder's to close (`recover`)."""
         holder = f"{self.instance}:{uuid.uuid4().hex[:8]}"
-        if not await self.storage.try_acquire_turn(session_id, holder, self.seconds):
+        if not await self.storage.try_acquire_turn(session_id, holder, self.seconds, note):
             raise SessionBusyError(session_id)
+        return self._keep(session_id, holder)
+
+    async def take_over(self, session_id: str) -> TurnLease | None:
+        """Take the expired lease of a dead turn to continue it (its note stays); None when
+        another process was first."""
+        holder = f"{self.instance}:{uuid.uuid4().hex[:8]}"
+        storage = self.storage
+        if not await storage.try_acquire_turn(session_id, holder, self.seconds, take_over=True):
+            return None
+        return self._keep(session_id, holder)
+
+    def _keep(self, session_id: str, holder: str) -> TurnLease:
         lease = TurnLease(self, session_id, holder)
         self._held[holder] = lease
         return lease

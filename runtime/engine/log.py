@@ -37,6 +37,9 @@ Position = tuple[int, int]
 
 INTERRUPTED_CALL = "interrupted"
 INTERRUPTED_CONTENT = json.dumps({"error": "interrupted: the turn ended before this call finished"})
+UNFINISHED_CALL = "the call did not complete and may or may not have taken effect"
+UNFINISHED_CONTENT = json.dumps({"status": "interrupted", "error": UNFINISHED_CALL})
+"""What the model reads of a call a crash interrupted that is not run again (SPEC 23)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +328,14 @@ class ToolResultEntry:
         return cls(call_id, name, "error", INTERRUPTED_CONTENT, error=INTERRUPTED_CALL)
 
     @classmethod
+    def unfinished(cls, call_id: str, name: str) -> Self:
+        """The result of a call whose turn continued after a crash, not run again: it may
+        or may not have taken effect, and the model decides what to do (SPEC 23)."""
+        return cls(
+            call_id, name, "error", UNFINISHED_CONTENT, error=f"interrupted: {UNFINISHED_CALL}"
+        )
+
+    @classmethod
     def denied(cls, call_id: str, name: str, reason: str) -> Self:
         return cls(call_id, name, "denied", json.dumps({"error": reason}), error=reason)
 
@@ -577,6 +588,23 @@ class CompactionEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class ResumedEntry(_Silent):
+    """The turn's holder died and another process continues the turn from here (SPEC 23);
+    `count` is how many times the turn has been continued."""
+
+    kind: ClassVar[str] = "resumed"
+    count: int
+    holder: str
+
+    def data(self) -> JSONObject:
+        return {"count": self.count, "holder": self.holder}
+
+    @classmethod
+    def decode(cls, data: JSONObject) -> Self:
+        return cls(int(data["count"]), str(data.get("holder", "")))
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorEntry:
     """What ended a turn that failed."""
 
@@ -663,6 +691,7 @@ _KINDS: dict[str, Any] = {
         ChoiceEntry,
         ConfirmationEntry,
         CompactionEntry,
+        ResumedEntry,
         ErrorEntry,
         DoneEntry,
     )
@@ -933,6 +962,7 @@ __all__ = [
     "PromptEntry",
     "ProposalEntry",
     "Recorder",
+    "ResumedEntry",
     "RootChangeEntry",
     "SeedEntry",
     "SessionLog",

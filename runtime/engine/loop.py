@@ -126,6 +126,15 @@ class Resume:
     approved: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """Continue a run whose process died (SPEC 23): `calls` were asked for by its last
+    committed answer and have no result; `used` tool calls were spent before."""
+
+    calls: tuple[ToolCallRequest, ...]
+    used: int
+
+
 class Conversation(Protocol):
     """What a run's model is shown, as the run goes."""
 
@@ -183,6 +192,7 @@ async def run_loop(
     recorder: Recorder,
     *,
     resume: Resume | None = None,
+    continuation: Continuation | None = None,
 ) -> AsyncIterator[Event | RunOutcome]:
     """Run the loop over `conversation`; the events, then one `RunOutcome`. A model failure
     raises `ModelError` after the events so far; a call that cannot fit the model's window,
@@ -190,6 +200,12 @@ async def run_loop(
     base = _base_tokens(spec)
     used = 0
     repeats = _Repeats(spec.repeat_limit)
+    if continuation is not None:
+        used = continuation.used
+        done = await _continued_calls(spec, continuation.calls)
+        used += sum(1 for _, outcome in done if outcome is not _UNFINISHED)
+        async for event in _results(spec, conversation, recorder, done, used):
+            yield event
     if resume is not None:
         used = resume.pending.used
         result = await _resumed_result(spec, resume)
@@ -640,6 +656,23 @@ def _argument_problem(tool: Tool, call: ToolCallRequest) -> str | None:
     return None
 
 
+async def _continued_calls(
+    spec: RunSpec, calls: tuple[ToolCallRequest, ...]
+) -> list[tuple[ToolCallRequest, _Outcome]]:
+    """The calls a dead process left without a result: run again when that is safe (the
+    tool is idempotent for these arguments and needed no approval), else an `interrupted`
+    result, since the call may or may not have taken effect. A confirmed call is never
+    run twice."""
+    again = [
+        call
+        for call in calls
+        if (tool := spec.tools.get(call.name)) is not None
+        and tool.reruns_safely(_parsed(call.arguments))
+    ]
+    ran = dict(zip((call.id for call in again), await _execute(spec, again), strict=True))
+    return [(call, ran.get(call.id, _UNFINISHED)) for call in calls]
+
+
 async def _resumed_result(spec: RunSpec, resume: Resume) -> _Outcome:
     call = resume.pending.call
     if not resume.approved:
@@ -656,6 +689,12 @@ async def _results(
 ) -> AsyncIterator[Event]:
     """Append each result to the transcript and the log, then stream it."""
     for call, outcome in done:
+        if outcome is _UNFINISHED:
+            unfinished = ToolResultEntry.unfinished(call.id, call.name)
+            for event in await _record(spec, recorder, unfinished):
+                yield event
+            conversation.add(unfinished)
+            continue
         payload = outcome.result if outcome.status == "ok" else {"error": outcome.error}
         if outcome.notice is not None:
             payload = with_notice(payload, outcome.notice)
@@ -747,4 +786,17 @@ def _denied(message: str) -> _Outcome:
     return _Outcome("denied", 0, error=message)
 
 
-__all__ = ["EventSink", "PendingCall", "Resume", "RunOutcome", "RunSpec", "Usage", "run_loop"]
+_UNFINISHED = _Outcome("error", 0, error="interrupted")
+"""A call a crash interrupted that is not run again (`ToolResultEntry.unfinished`)."""
+
+
+__all__ = [
+    "Continuation",
+    "EventSink",
+    "PendingCall",
+    "Resume",
+    "RunOutcome",
+    "RunSpec",
+    "Usage",
+    "run_loop",
+]

@@ -27,6 +27,7 @@ from runtime.engine.log import (
     SpecialistStartEntry,
 )
 from runtime.engine.loop import (
+    Continuation,
     Conversation,
     EventSink,
     PendingCall,
@@ -38,6 +39,7 @@ from runtime.engine.loop import (
 )
 from runtime.engine.services import Services
 from runtime.events import Event, Usage
+from runtime.exceptions import RecordExistsError
 from runtime.models import ModelTier
 from runtime.observe.hooks import RunEnded, RunStarted
 from runtime.outside.mcp import NO_SERVERS, McpSnapshot
@@ -98,19 +100,27 @@ async def recorded_run(
     recorder: Recorder,
     *,
     resume: Resume | None = None,
+    continuation: Continuation | None = None,
 ) -> AsyncIterator[Event | RunResult]:
     """One run with its record kept: start it, build its spec (`prepare`: tools, prompt,
     model), run the loop, and close the record whatever happens; the events, then one
     `RunResult`. A failure (an Exception) ends the run and is reported in the result, not
-    raised; cancellation closes the record and propagates.
+    raised; cancellation closes the record and propagates. A `continuation` goes on with a
+    run a dead process recorded already (its record is closed again at the end).
     """
-    await storage.start_run(record)
+    try:
+        await storage.start_run(record)
+    except RecordExistsError:
+        if continuation is None:
+            raise  # a continued run was recorded by its dead process (unless it died first)
     usage = Usage()
     outcome: RunOutcome | None = None
     failure: Exception | None = None
     try:
         spec = await prepare()
-        async for item in run_loop(spec, conversation, recorder, resume=resume):
+        async for item in run_loop(
+            spec, conversation, recorder, resume=resume, continuation=continuation
+        ):
             if isinstance(item, RunOutcome):
                 outcome = item
                 continue

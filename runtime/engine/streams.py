@@ -8,9 +8,10 @@ session's log from there, then the running turn live until its `done`, whether
 it runs in this process (its events as they happen) or on another server of the
 same database (its log, read every `POLL_SECONDS`).
 
-A turn whose server died leaves no `done`: a follower that finds the session's
-lease free closes the turn (`runtime.engine.leases.recover`), and that `done` ends the
-stream.
+A turn whose server died leaves no `done` until some runtime's sweep continues it
+(`runtime.engine.resume`): the follower reads the continuation from the log like any
+turn on another server, and its `done` ends the stream. A dead turn without a note
+(see `leases`) is closed by the follower that finds its lease free (`recover`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ import anyio
 from anyio.abc import TaskGroup
 
 from runtime.engine.leases import LeaseKeeper, recover
-from runtime.engine.log import DoneEntry, Position, after, open_turn, position, read
+from runtime.engine.log import (
+    DoneEntry,
+    Position,
+    TurnEntry,
+    after,
+    open_turn,
+    position,
+    read,
+)
 from runtime.engine.turn import Turn
 from runtime.engine.view import SessionView
 from runtime.events import Event
@@ -109,7 +118,8 @@ class TurnStreams:
                 del self._live[live.turn.session_id]
 
     async def follow(self, session_id: str, seen: Position = (0, 0)) -> AsyncIterator[Event]:
-        """The session's events after `seen`, then its running turn's until its `done`."""
+        """The session's events after `seen`, then its running turn's until its `done` (or,
+        when none runs, its queued background turn's, once it has run)."""
         live = self._live.get(session_id)  # looked up before reading the log: no gap between
         storage = self._leases.storage
         entries = await read(storage, session_id)
@@ -121,21 +131,36 @@ class TurnStreams:
                 yield event
             return
         running = open_turn(entries)
+        awaited = running.run_id if running is not None else await self._queued(session_id)
         read_to = entries[-1].seq if entries else 0  # read so far (some stand for no event)
         quiet_since = time.monotonic()
-        while running is not None:
+        while awaited is not None:
             await anyio.sleep(POLL_SECONDS)
             entries = await read(storage, session_id, read_to)
             for event in after(entries, seen):
                 seen = position(event.id)
                 yield event
-            if any(isinstance(e.entry, DoneEntry) and e.run_id == running.run_id for e in entries):
+            if any(isinstance(e.entry, DoneEntry) and e.run_id == awaited for e in entries):
                 return
             if entries:
                 read_to, quiet_since = entries[-1].seq, time.monotonic()
+                running = running or next(
+                    (e for e in entries if isinstance(e.entry, TurnEntry) and e.run_id == awaited),
+                    None,
+                )
             elif time.monotonic() - quiet_since > self._leases.seconds / 3:
                 quiet_since = time.monotonic()
-                await self._close_if_dead(session_id)
+                if running is not None:
+                    await self._close_if_dead(session_id)
+                elif await self._queued(session_id) != awaited:
+                    if not await read(storage, session_id, read_to):
+                        return  # the queued turn was refused before it began
+                    # else it began meanwhile: the next read has its entries
+
+    async def _queued(self, session_id: str) -> str | None:
+        """The id of the session's oldest background turn not started yet (SPEC 23)."""
+        waiting = await self._leases.storage.waiting_turns(session_id)
+        return waiting[0].turn_id if waiting else None
 
     async def _close_if_dead(self, session_id: str) -> None:
         """A turn silent for a while may have lost its server: if nobody holds its session,

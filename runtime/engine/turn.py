@@ -21,8 +21,10 @@ import anyio
 from runtime import events
 from runtime.engine.budget import Spender, TurnBudget
 from runtime.engine.compaction import Compactor, SessionConversation, compactor_for
-from runtime.engine.leases import TurnLease, recover
+from runtime.engine.leases import INTERRUPTED_RUN, TurnLease, recover
 from runtime.engine.log import (
+    AnswerEntry,
+    ChoiceEntry,
     CompactionEntry,
     DoneEntry,
     ErrorEntry,
@@ -30,6 +32,7 @@ from runtime.engine.log import (
     LogEntry,
     Logged,
     PromptEntry,
+    ResumedEntry,
     RootChangeEntry,
     SeedEntry,
     SessionLog,
@@ -37,8 +40,9 @@ from runtime.engine.log import (
     ToolResultEntry,
     TurnEntry,
     UserEntry,
+    read,
 )
-from runtime.engine.loop import EventSink, Resume, RunSpec
+from runtime.engine.loop import Continuation, EventSink, Resume, RunSpec
 from runtime.engine.rooting import Rooting, handoff_note
 from runtime.engine.runs import RunResult, TurnScope, recorded_run
 from runtime.engine.services import Services
@@ -51,13 +55,15 @@ from runtime.repo.model_bindings import model_card
 from runtime.storage import AgentRunRecord, PendingConfirmation, SessionRecord, Spend, utc_now
 from runtime.surface.caller import Caller, EarlierMessage
 from runtime.surface.prompt import context_prompt, per_turn_prompt
-from runtime.surface.resolution import Surface, resolve
+from runtime.surface.resolution import Surface, SurfaceContext, resolve
 from runtime.tools import ToolContext
 from runtime.tools.delegation import LABEL_CHARS
 
 logger = logging.getLogger("amodal")
 
 WITHDRAWN = "not approved: the request was cancelled"
+RESUME_LIMIT = 3
+"""How many times one turn is continued after its process died (SPEC 23)."""
 
 
 class Turn:
@@ -79,6 +85,8 @@ class Turn:
         history: Sequence[EarlierMessage] = (),
         face: str = "chat",
         withdrawing: bool = False,
+        run_id: str | None = None,
+        continuing: bool = False,
     ) -> None:
         self.services = services
         self.bundle = bundle
@@ -94,7 +102,9 @@ class Turn:
         self.face = face
         self.withdrawing = withdrawing
         """Withdraw what the last turn waits for (decline its confirmation), then end."""
-        self.run_id = f"run_{uuid.uuid4().hex[:12]}"
+        self.continuing = continuing
+        """Continue the session's open turn, run `run_id`, whose process died (SPEC 23)."""
+        self.run_id = run_id or new_run_id()
         self.usage = Usage()
         """The turn's usage so far: its own model calls and every specialist's."""
         self.reason: DoneReason | None = None
@@ -206,6 +216,10 @@ class Turn:
         view = self._view
         await view.catch_up(storage)
         self.spend.session_before(Spend(view.spent_tokens, view.spent_usd))
+        if self.continuing:
+            async for event in self._continued():
+                yield event
+            return
         answering = {self.resume.pending.call.id} if self.resume is not None else set()
         await recover(storage, view, answering)  # what a dead turn left open
         previous_turn = view.last_turn
@@ -243,6 +257,77 @@ class Turn:
         pending_ids |= answering
         conversation = SessionConversation(view, pending_ids, self._compactor())
         label = " ".join((self.message or "(confirmation)").split())[:LABEL_CHARS]
+        async for event in self._root_run(definition, surface, caller, conversation, label):
+            yield event
+
+    async def _continued(self) -> AsyncIterator[Event]:
+        """Go on with the turn a dead process left open, from its last committed step: what
+        it recorded is reused, its calls without a result are run again or closed
+        (`Continuation`), and the run goes on; a turn continued `RESUME_LIMIT` times ends
+        instead, and so does one whose last step ended it (its `done` alone was lost)."""
+        storage, view = self.services.storage, self._view
+        dead = view.open_turn
+        assert dead is not None and dead.run_id == self.run_id  # `ChatService.take_over` saw it
+        span = await read(storage, self.session.id, dead.seq - 1)
+        root = [logged for logged in span if logged.run_id == self.run_id]
+        count = sum(isinstance(logged.entry, ResumedEntry) for logged in root)
+        await storage.interrupt_runs(self.session.id, INTERRUPTED_RUN)  # the dead specialists
+        if count >= RESUME_LIMIT:
+            logger.warning(
+                "turn_resume_limit",
+                extra={"event": "turn_resume_limit", "session": dead.session_id},
+            )
+            await self._close_interrupted()
+            raise ResumeLimitError(count)
+        await self._logged(ResumedEntry(count + 1, self.lease.holder))
+        logger.warning(
+            "turn_resumed",
+            extra={"event": "turn_resumed", "session": dead.session_id, "count": count + 1},
+        )
+        last = next(
+            (
+                logged.entry
+                for logged in reversed(root)
+                if isinstance(logged.entry, AnswerEntry | ChoiceEntry | ToolResultEntry)
+            ),
+            None,
+        )
+        if isinstance(last, ChoiceEntry):
+            self.reason = "awaiting_choice"
+            return
+        if isinstance(last, AnswerEntry) and not last.calls:
+            self.reason = "model_stop"  # the answer is committed: never asked for again
+            return
+        answered = {e.entry.call_id for e in root if isinstance(e.entry, ToolResultEntry)}
+        asked = [
+            call
+            for logged in root
+            if isinstance(logged.entry, AnswerEntry)
+            for call in logged.entry.calls
+        ]
+        continuation = Continuation(
+            tuple(call for call in asked if call.id not in answered), len(answered)
+        )
+        definition = self.bundle.agents.get(self.agent) if self.agent != MAIN_AGENT else None
+        caller = self.caller.surface_context(self.agent, self.context)
+        surface = self._scope.resolve(self.agent, caller)
+        conversation = SessionConversation(view, set(), self._compactor())
+        async for event in self._root_run(
+            definition, surface, caller, conversation, "(continued)", continuation
+        ):
+            yield event
+
+    async def _root_run(
+        self,
+        definition: AgentDefinition | None,
+        surface: Surface,
+        caller: SurfaceContext,
+        conversation: SessionConversation,
+        label: str,
+        continuation: Continuation | None = None,
+    ) -> AsyncIterator[Event]:
+        """The turn's root run, to its end; `self.reason` says how it ended."""
+        bundle, storage, session = self.bundle, self.services.storage, self.session
         record = AgentRunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
 
         async def prepare() -> RunSpec:
@@ -283,7 +368,13 @@ class Turn:
 
         result: RunResult | None = None
         async for item in recorded_run(
-            storage, record, prepare, conversation, self._log, resume=self.resume
+            storage,
+            record,
+            prepare,
+            conversation,
+            self._log,
+            resume=self.resume,
+            continuation=continuation,
         ):
             if isinstance(item, RunResult):
                 result = item
@@ -378,8 +469,26 @@ class Turn:
         return await self._log.record(entry, run_id=self.run_id, agent=self.agent)
 
 
+def new_run_id() -> str:
+    return f"run_{uuid.uuid4().hex[:12]}"
+
+
+class ResumeLimitError(AmodalError):
+    """A turn whose processes died `RESUME_LIMIT` times is not continued again."""
+
+    code = "resume_limit"
+
+    def __init__(self, count: int) -> None:
+        super().__init__(
+            f"the turn was continued {count} times after its server stopped and is not "
+            "continued again; send the message again to retry"
+        )
+
+
 def _failure(failure: Exception) -> tuple[str, str]:
     """The `error` event's code and message for what ended a turn."""
+    if isinstance(failure, ResumeLimitError):
+        return failure.code, str(failure)
     if isinstance(failure, ContextOverflowError):
         return "context_overflow", str(failure)
     if isinstance(failure, ModelError):

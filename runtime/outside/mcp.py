@@ -67,6 +67,8 @@ class McpTool:
     tool_name: str
     description: str
     parameters: Mapping[str, Any]
+    idempotent: bool = False
+    """The server annotated it `idempotentHint` (a hint: trusted only to run it again)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +381,11 @@ class _Server:
             if tool.output_schema is not None:
                 outputs[tool.name] = argument_check(tool.output_schema, name)
             description = tool.description or tool.title or tool.name
-            tools.append(McpTool(self.name, tool.name, name, description, tool.input_schema))
+            hints = tool.annotations
+            idempotent = bool(hints is not None and hints.idempotent_hint)
+            tools.append(
+                McpTool(self.name, tool.name, name, description, tool.input_schema, idempotent)
+            )
         self._outputs = outputs
         return tuple(sorted(tools, key=lambda t: t.tool_name)), skipped
 

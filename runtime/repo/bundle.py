@@ -176,6 +176,7 @@ class CustomTool:
     timeout: float
     handler: Callable[..., Any]
     file: str
+    idempotent: bool = False
 
     def parameters(self) -> dict[str, Any]:
         """The JSON Schema of the arguments (a copy: the bundle itself never changes)."""

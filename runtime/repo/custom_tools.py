@@ -79,6 +79,7 @@ def _load_tool(reader: Reader, relative: str, name: str) -> CustomTool | None:
         timeout=spec.timeout,
         handler=handler,
         file=f"{relative}/tool.json",
+        idempotent=spec.idempotent,
     )
 
 

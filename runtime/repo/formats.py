@@ -648,3 +648,6 @@ class ToolFile(Strict):
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     confirm: bool = False
     timeout: float = Field(default=30, gt=0, le=600)
+    idempotent: bool = False
+    """Running it twice with the same arguments does what running it once does: a call a
+    crash interrupted is run again when its turn continues (SPEC 23)."""

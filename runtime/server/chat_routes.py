@@ -1,6 +1,6 @@
 """Turns over HTTP (SPEC 14; docs/http-api.md): `POST /chat` and
 `POST /sessions/{id}/confirmations/{call_id}`, streamed as SSE, or answered as one JSON
-document with `"stream": false`.
+document with `"stream": false`; `"background": true` queues the turn (202).
 
 Bodies are strict (`runtime.server.inputs`); the runtime refuses what it must (unknown
 agent or session 404, busy 409) before anything streams.
@@ -15,16 +15,31 @@ from runtime.api import ChatResult, RunningTurn
 from runtime.server.dependencies import CallerDep, RuntimeDep
 from runtime.server.errors import runtime_call
 from runtime.server.inputs import ChatBody, ConfirmationBody, SessionId, check_session_id
-from runtime.server.openapi import TURN, answers
+from runtime.server.openapi import QUEUED, TURN, answers
 from runtime.server.sse import event_stream
 
 router = APIRouter()
 
 
-@router.post("/chat", response_model=None, responses=TURN | answers(403, 404, 409))
+@router.post("/chat", response_model=None, responses=TURN | QUEUED | answers(403, 404, 409))
 async def chat(body: ChatBody, who: CallerDep, runtime: RuntimeDep) -> Response:
     if body.session_id is not None:
         check_session_id(body.session_id)
+    if body.background:
+        queued = await runtime_call(
+            runtime.enqueue(
+                body.message,
+                agent=body.agent,
+                session_id=body.session_id,
+                context=body.context,
+                claims=who.claims,
+                operator=who.operator,
+                autonomous=body.autonomous,
+            )
+        )
+        return JSONResponse(
+            {"session_id": queued.session_id, "turn_id": queued.turn_id}, status_code=202
+        )
     turn = await runtime_call(
         runtime.begin(
             body.message,

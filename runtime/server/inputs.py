@@ -37,6 +37,8 @@ class ChatBody(StrictBody):
     session_id: str | None = Field(None, json_schema_extra={"pattern": SESSION_ID.pattern})
     stream: bool = True
     autonomous: bool = False
+    background: bool = False
+    """Queue the turn and answer 202 {session_id, turn_id} at once (SPEC 23)."""
 
 
 class ConfirmationBody(StrictBody):

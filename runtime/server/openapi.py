@@ -80,6 +80,13 @@ class ChatReply(BaseModel):
     done_reason: str
 
 
+class QueuedReply(BaseModel):
+    """A background turn in the queue, the answer of `"background": true` (202)."""
+
+    session_id: str
+    turn_id: str
+
+
 FRAMES: dict[str, Any] = {
     # One item per frame: `id: <event id>`, `event: <type>` and `data: <the event as JSON>`.
     "itemSchema": {
@@ -113,6 +120,14 @@ TURN: dict[int | str, dict[str, Any]] = {
     }
 }
 """The answer of a route that runs a turn (`POST /chat`, confirmations)."""
+
+QUEUED: dict[int | str, dict[str, Any]] = {
+    202: {
+        "model": QueuedReply,
+        "description": 'With `"background": true`: the turn is queued; follow it with '
+        "`GET /sessions/{session_id}/events`",
+    }
+}
 
 _WHY = {
     401: "No credential, an unknown one, or a JWT that does not verify (`unauthorized`)",

@@ -38,6 +38,9 @@ from runtime.stores import purge_interval, purge_periodically
 
 REPO_ENV = "AMODAL_SERVE_REPO"
 RELOAD_ENV = "AMODAL_SERVE_RELOAD"
+BACKGROUND_ENV = "AMODAL_SERVE_BACKGROUND"  # queued turns each server process runs at once
+SERVE_BACKGROUND = 4
+"""How many queued background turns each `amodal serve` process runs at once (SPEC 23)."""
 PARENT_ENV = "AMODAL_SERVE_PARENT"  # set for worker processes: the supervisor's pid
 WORKER_HEALTHCHECK_SECONDS = 120
 """How long uvicorn's supervisor waits for a worker to answer its health ping before it
@@ -46,15 +49,24 @@ imported the runtime, which took 9-19 s on a loaded machine: with uvicorn's defa
 5 s, workers were replaced every 5 s and the server never became healthy."""
 
 
-def run_server(repo: Path, host: str, port: int, *, reload: bool, workers: int = 1) -> int:
+def run_server(
+    repo: Path,
+    host: str,
+    port: int,
+    *,
+    reload: bool,
+    workers: int = 1,
+    background: int = SERVE_BACKGROUND,
+) -> int:
     """Serve until interrupted; the process exit code."""
     try:
         bundle = load_bundle(repo)
         check_binding(host, Authenticator(bundle.config.auth, os.environ))
-        with _model_for_every_worker(bundle.config) as environ:
+        with model_for_every_worker(bundle.config) as environ:
             os.environ.update(environ)
             os.environ[REPO_ENV] = str(repo.resolve())
             os.environ[RELOAD_ENV] = "1" if reload else "0"
+            os.environ[BACKGROUND_ENV] = str(background)
             if workers > 1:  # a worker stops when this process is gone
                 os.environ[PARENT_ENV] = str(os.getpid())
             config = uvicorn.Config(
@@ -164,7 +176,7 @@ async def _stop_when_orphaned(parent: int) -> None:
 
 
 @contextlib.contextmanager
-def _model_for_every_worker(config: Any) -> Iterator[dict[str, str]]:
+def model_for_every_worker(config: Any) -> Iterator[dict[str, str]]:
     """The environment that points every worker at a model: nothing to change when one is
     configured; else the offline model, started once here (or `NoModelError`)."""
     if resolve_endpoint(config, "default", os.environ) is not None:
@@ -185,15 +197,20 @@ def _model_for_every_worker(config: Any) -> Iterator[dict[str, str]]:
 
 def served_app() -> ASGIApp:
     """The ASGI app of one server process (uvicorn's factory; settings from the parent)."""
-    return ServedApp(Path(os.environ[REPO_ENV]), reload=os.environ.get(RELOAD_ENV) == "1")
+    return ServedApp(
+        Path(os.environ[REPO_ENV]),
+        reload=os.environ.get(RELOAD_ENV) == "1",
+        background=int(os.environ.get(BACKGROUND_ENV, str(SERVE_BACKGROUND))),
+    )
 
 
 class ServedApp:
     """Opens a runtime when the server starts, serves the API over it, closes it at the end."""
 
-    def __init__(self, repo: Path, *, reload: bool) -> None:
+    def __init__(self, repo: Path, *, reload: bool, background: int = SERVE_BACKGROUND) -> None:
         self.repo = repo
         self.reload = reload
+        self.background = background
         self._app: ASGIApp | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -210,6 +227,7 @@ class ServedApp:
                     self.repo,
                     watch_repo=self.reload,
                     observers=tracing_from_environment(os.environ),
+                    background=self.background,
                 ) as runtime,
                 # Every server process runs the cron scheduler: a slot is one database row,
                 # so however many processes and replicas tick, each slot runs once.

@@ -67,6 +67,7 @@ from runtime.storage.records import (
     AutomationState,
     DocumentPage,
     DocumentQuery,
+    ExpiredTurn,
     FilterValue,
     JSONObject,
     MemoryEntry,
@@ -76,6 +77,8 @@ from runtime.storage.records import (
     MemoryUsage,
     NewEvent,
     PendingConfirmation,
+    QueuedTurn,
+    QueueState,
     RunStatus,
     SessionMatch,
     SessionRecord,
@@ -152,6 +155,9 @@ class Dialect:
     lock_rows: str
     """What a SELECT ends with to lock the rows it reads until the commit ("" when a
     write transaction holds the whole database)."""
+    skip_locked: str
+    """What a SELECT ends with to lock the rows it reads, passing over rows another
+    transaction has locked (`FOR UPDATE SKIP LOCKED`; "" where one writer holds all)."""
     document_body: str
     """The placeholder of a document's JSON text in an INSERT or UPDATE."""
     migration_lock: str | None
@@ -186,6 +192,9 @@ class Dialect:
 
 # Fixed fragments, the same in both dialects.
 _DOCUMENT_KEY = "scope_id = ? AND store = ? AND key = ?"
+_QUEUE_COLUMNS = (
+    "turn_id, session_id, request, caller, state, created_at, started_at, ended_at, attempts"
+)
 _RUNNING = f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ? AND status = 'running'"
 
 
@@ -1048,25 +1057,49 @@ class SqlStorage(UsageSql, abc.ABC):
 
     # --- turn leases -------------------------------------------------------------------
 
-    async def try_acquire_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
+    async def try_acquire_turn(
+        self,
+        session_id: str,
+        holder: str,
+        ttl_seconds: float,
+        turn: JSONObject | None = None,
+        *,
+        take_over: bool = False,
+    ) -> bool:
         check_ttl(ttl_seconds)
         d = self.dialect
+        note = None if turn is None else dump(turn, "turn")
         # One statement: insert a free lease, or take over one that has expired (or
         # that this holder already has); a live lease of another holder makes the
         # update's WHERE false and nothing returns. Concurrent contenders wait for
         # the winner's lock and re-check the WHERE against its lease, which is live.
         # The clock is read as the statement runs: time spent queued does not count.
+        # An expired lease with a turn's note is a turn to continue: only `take_over`.
+        expired = f"turn_leases.expires_at <= {d.lease_now}"
+        if not take_over:
+            expired += " AND turn_leases.turn IS NULL"
         statement = Statement(
-            "INSERT INTO turn_leases (session_id, holder, expires_at) "
-            f"VALUES (?, ?, {d.lease_expiry}) "
+            "INSERT INTO turn_leases (session_id, holder, expires_at, turn) "
+            f"VALUES (?, ?, {d.lease_expiry}, ?) "
             "ON CONFLICT (session_id) DO UPDATE "
-            "SET holder = excluded.holder, expires_at = excluded.expires_at "
-            f"WHERE turn_leases.expires_at <= {d.lease_now} "
+            "SET holder = excluded.holder, expires_at = excluded.expires_at, "
+            "turn = COALESCE(excluded.turn, turn_leases.turn) "
+            f"WHERE ({expired}) "
             "OR turn_leases.holder = excluded.holder "
             "RETURNING holder",
-            (session_id, holder, float(ttl_seconds)),
+            (session_id, holder, float(ttl_seconds), note),
         )
         return (await self._write(lambda: _only(statement))).one() is not None
+
+    async def expired_turns(self, limit: int = 20) -> list[ExpiredTurn]:
+        statement = Statement(
+            "SELECT session_id, holder, turn FROM turn_leases "
+            f"WHERE turn IS NOT NULL AND expires_at <= {self.dialect.lease_now} "
+            "ORDER BY expires_at LIMIT ?",
+            (limit,),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [ExpiredTurn(str(row[0]), str(row[1]), load(str(row[2]))) for row in rows]
 
     async def renew_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
         check_ttl(ttl_seconds)
@@ -1082,6 +1115,104 @@ class SqlStorage(UsageSql, abc.ABC):
             "DELETE FROM turn_leases WHERE session_id = ? AND holder = ?", (session_id, holder)
         )
         return (await self._write(lambda: _only(statement))).changed == 1
+
+    # --- the turn queue ------------------------------------------------------------------
+
+    async def enqueue_turn(self, turn: QueuedTurn) -> None:
+        d = self.dialect
+        row = (
+            turn.turn_id,
+            turn.session_id,
+            dump(turn.request, "request"),
+            dump(turn.caller, "caller"),
+            d.time(turn.created_at, "created_at"),
+        )
+        statement = Statement(
+            "INSERT INTO turn_queue (turn_id, session_id, request, caller, state, created_at, "
+            f"ready_at) VALUES (?, ?, ?, ?, 'queued', ?, {d.lease_now})",
+            row,
+            exists=RecordExistsError("queued turn", turn.turn_id),
+        )
+        await self._write(lambda: _only(statement))
+
+    async def claim_turn(self, worker: str, ttl_seconds: float) -> QueuedTurn | None:
+        check_ttl(ttl_seconds)
+        d = self.dialect
+        ready = (
+            f"((state = 'queued' AND ready_at <= {d.lease_now}) "
+            f"OR (state = 'claimed' AND claimed_until <= {d.lease_now}))"
+        )
+        # Read first: an idle worker asks often and nearly always finds nothing, and a
+        # SQLite write transaction would hold the database each time.
+        probe = Statement(f"SELECT turn_id FROM turn_queue WHERE {ready} LIMIT 1")
+        if (await self._read(lambda: _only(probe))).one() is None:
+            return None
+        statement = Statement(
+            "UPDATE turn_queue SET state = 'claimed', claimed_by = ?, "
+            f"claimed_until = {d.lease_expiry}, attempts = attempts + 1 "
+            f"WHERE turn_id = (SELECT turn_id FROM turn_queue WHERE {ready} "
+            f"ORDER BY created_at LIMIT 1{d.skip_locked}) "
+            f"RETURNING {_QUEUE_COLUMNS}",
+            (worker, float(ttl_seconds)),
+        )
+        row = (await self._write(lambda: _only(statement))).one()
+        return None if row is None else self._queued(row)
+
+    async def defer_turn(self, turn_id: str, worker: str, seconds: float) -> bool:
+        check_ttl(seconds)
+        statement = Statement(
+            f"UPDATE turn_queue SET state = 'queued', ready_at = {self.dialect.lease_expiry}, "
+            "claimed_by = NULL, claimed_until = NULL "
+            "WHERE turn_id = ? AND state = 'claimed' AND claimed_by = ?",
+            (float(seconds), turn_id, worker),
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
+    async def mark_turn(self, turn_id: str, state: QueueState) -> None:
+        if state not in ("started", "done"):
+            raise ValueError(f"a turn is marked started or done, not {state!r}")
+        column = "started_at" if state == "started" else "ended_at"
+        statement = Statement(
+            f"UPDATE turn_queue SET state = ?, {column} = COALESCE({column}, "
+            f"{self.dialect.now}) WHERE turn_id = ?",
+            (state, turn_id),
+        )
+        await self._write(lambda: _only(statement))
+
+    async def get_queued_turn(self, turn_id: str) -> QueuedTurn | None:
+        statement = Statement(
+            f"SELECT {_QUEUE_COLUMNS} FROM turn_queue WHERE turn_id = ?", (turn_id,)
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return None if row is None else self._queued(row)
+
+    async def waiting_turns(self, session_id: str) -> list[QueuedTurn]:
+        statement = Statement(
+            f"SELECT {_QUEUE_COLUMNS} FROM turn_queue WHERE session_id = ? "
+            "AND state IN ('queued', 'claimed') ORDER BY created_at",
+            (session_id,),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self._queued(row) for row in rows]
+
+    async def queue_counts(self) -> dict[str, int]:
+        statement = Statement("SELECT state, COUNT(*) FROM turn_queue GROUP BY state")
+        rows = (await self._read(lambda: _only(statement))).rows
+        return {str(row[0]): int(row[1]) for row in rows}
+
+    def _queued(self, row: Row) -> QueuedTurn:
+        rows = self.dialect.rows
+        return QueuedTurn(
+            str(row[0]),
+            str(row[1]),
+            load(str(row[2])),
+            load(str(row[3])),
+            row[4],
+            rows.time(row[5]),
+            None if row[6] is None else rows.time(row[6]),
+            None if row[7] is None else rows.time(row[7]),
+            int(row[8]),
+        )
 
     # --- store documents -----------------------------------------------------------------
 

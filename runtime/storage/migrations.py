@@ -184,6 +184,33 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         """,
     ),
     Migration(
+        "m011_turn_queue",
+        # A lease keeps a note of its turn (who asked, its root run) so that whoever takes
+        # it over after a crash can continue the turn; background turns wait in a queue.
+        # Lease-like times (`turn_leases.expires_at`'s kind: REAL seconds) for the claim.
+        """
+        ALTER TABLE turn_leases ADD COLUMN turn TEXT;
+        CREATE TABLE turn_queue (
+            turn_id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            request TEXT NOT NULL,
+            caller TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('queued', 'claimed', 'started', 'done')),
+            created_at TEXT NOT NULL,
+            started_at TEXT,
+            ended_at TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            claimed_by TEXT,
+            ready_at REAL NOT NULL,
+            claimed_until REAL
+        );
+        CREATE INDEX turn_queue_waiting ON turn_queue (created_at)
+            WHERE state IN ('queued', 'claimed');
+        CREATE INDEX turn_queue_by_session ON turn_queue (session_id)
+            WHERE state IN ('queued', 'claimed');
+        """,
+    ),
+    Migration(
         "m009_usage",
         # One row per model call (SPEC 22). No foreign key to sessions: spend outlives a
         # deleted session. `day` is the call's UTC date, so a daily limit reads one index
@@ -474,6 +501,30 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         "m008_operator_sessions_owner",
         """
         UPDATE sessions SET owner = '' WHERE owner = '@operator';
+        """,
+    ),
+    Migration(
+        "m011_turn_queue",
+        """
+        ALTER TABLE turn_leases ADD COLUMN turn TEXT;
+        CREATE TABLE turn_queue (
+            turn_id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            request TEXT NOT NULL,
+            caller TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('queued', 'claimed', 'started', 'done')),
+            created_at TIMESTAMPTZ NOT NULL,
+            started_at TIMESTAMPTZ,
+            ended_at TIMESTAMPTZ,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            claimed_by TEXT,
+            ready_at TIMESTAMPTZ NOT NULL,
+            claimed_until TIMESTAMPTZ
+        );
+        CREATE INDEX turn_queue_waiting ON turn_queue (created_at)
+            WHERE state IN ('queued', 'claimed');
+        CREATE INDEX turn_queue_by_session ON turn_queue (session_id)
+            WHERE state IN ('queued', 'claimed');
         """,
     ),
     Migration(

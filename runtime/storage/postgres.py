@@ -300,6 +300,7 @@ POSTGRES = Dialect(
     same="IS NOT DISTINCT FROM",
     insertion_order="ordinal",
     lock_rows=" FOR UPDATE",
+    skip_locked=" FOR UPDATE SKIP LOCKED",
     document_body="?::jsonb",
     migration_lock=f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})",
     statements=lambda script: [script],

@@ -33,6 +33,7 @@ from runtime.storage.records import (
     AutomationState,
     DocumentPage,
     DocumentQuery,
+    ExpiredTurn,
     JSONObject,
     MemoryEntry,
     MemoryKind,
@@ -41,6 +42,8 @@ from runtime.storage.records import (
     MemoryUsage,
     NewEvent,
     PendingConfirmation,
+    QueuedTurn,
+    QueueState,
     RunStatus,
     SessionMatch,
     SessionRecord,
@@ -246,14 +249,32 @@ class AutomationStorage(Protocol):
 class TurnLeaseStorage(Protocol):
     """One turn at a time per session: a lease with an expiry, across processes."""
 
-    async def try_acquire_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
+    async def try_acquire_turn(
+        self,
+        session_id: str,
+        holder: str,
+        ttl_seconds: float,
+        turn: JSONObject | None = None,
+        *,
+        take_over: bool = False,
+    ) -> bool:
         """Take the session's turn lease for `ttl_seconds`, atomically, across processes.
 
         True when the lease was free, expired, or already held by `holder` (then
         it is extended); False while another holder's lease is live. A holder
         that crashes stops renewing, so its lease lapses after the ttl. The
         session need not exist.
+
+        `turn` is a note of the turn taking the lease (kept with it, see
+        `expired_turns`). An expired lease that carries a note is a turn to be
+        continued: only `take_over=True` (the one continuing it) takes it, which
+        keeps its note unless given a new one.
         """
+        ...
+
+    async def expired_turns(self, limit: int = 20) -> list[ExpiredTurn]:
+        """Expired leases that carry a turn's note: turns whose holder died, oldest expiry
+        first, at most `limit`."""
         ...
 
     async def renew_turn(self, session_id: str, holder: str, ttl_seconds: float) -> bool:
@@ -263,6 +284,41 @@ class TurnLeaseStorage(Protocol):
 
     async def release_turn(self, session_id: str, holder: str) -> bool:
         """Give the lease up; False (and no effect) when `holder` does not hold it."""
+        ...
+
+
+class TurnQueueStorage(Protocol):
+    """Background turns waiting for a process to run them, each taken by one (SPEC 23)."""
+
+    async def enqueue_turn(self, turn: QueuedTurn) -> None:
+        """Add a `queued` turn; `RecordExistsError` when its `turn_id` is taken."""
+        ...
+
+    async def claim_turn(self, worker: str, ttl_seconds: float) -> QueuedTurn | None:
+        """Claim the oldest turn that is ready (queued, or claimed by a worker whose claim
+        lapsed): it becomes `claimed` by `worker` for `ttl_seconds`; None when none waits.
+        Concurrent claimers never get the same turn while its claim is live."""
+        ...
+
+    async def defer_turn(self, turn_id: str, worker: str, seconds: float) -> bool:
+        """Give a claimed turn back to the queue, ready again in `seconds`; False when
+        `worker` does not hold its claim."""
+        ...
+
+    async def mark_turn(self, turn_id: str, state: QueueState) -> None:
+        """Mark a turn `started` (its `turn` entry is in the log) or `done`."""
+        ...
+
+    async def get_queued_turn(self, turn_id: str) -> QueuedTurn | None:
+        """The turn, whatever its state; None when no turn has this id."""
+        ...
+
+    async def waiting_turns(self, session_id: str) -> list[QueuedTurn]:
+        """The session's turns not started yet (`queued` or `claimed`), oldest first."""
+        ...
+
+    async def queue_counts(self) -> dict[str, int]:
+        """How many turns are in each state."""
         ...
 
 
@@ -418,6 +474,7 @@ class Storage(
     RunStorage,
     ConfirmationStorage,
     TurnLeaseStorage,
+    TurnQueueStorage,
     DocumentStorage,
     AutomationStorage,
     MemoryStorage,

@@ -331,6 +331,41 @@ class UsageQuery:
     limit: int = 1000
 
 
+QueueState = Literal["queued", "claimed", "started", "done"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedTurn:
+    """A background turn in the durable queue (SPEC 23).
+
+    `turn_id` is the id the turn's root run gets; `request` and `caller` are what starting
+    the turn takes, as JSON. `queued` rows wait; a `claimed` one is being started by
+    `claimed_by` (the claim lapses like a lease); a `started` one has its `turn` entry in
+    the session's log, which from then on is the turn's only record (the lease sweep
+    continues it after a crash); `done` once it ended.
+    """
+
+    turn_id: str
+    session_id: str
+    request: JSONObject
+    caller: JSONObject
+    state: QueueState
+    created_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredTurn:
+    """The lease of a turn whose holder stopped renewing it: the turn is to be continued.
+    `turn` is the note its holder took the lease with (its caller, its root run)."""
+
+    session_id: str
+    holder: str
+    turn: JSONObject
+
+
 def utc_now() -> datetime:
     """The current time as an aware UTC datetime, the only kind the storage accepts."""
     return datetime.now(UTC)

@@ -435,6 +435,7 @@ SQLITE = Dialect(
     same="IS",  # IS NOT DISTINCT FROM needs SQLite 3.39
     insertion_order="rowid",
     lock_rows="",  # BEGIN IMMEDIATE holds the whole database
+    skip_locked="",
     document_body="?",
     migration_lock=None,  # BEGIN IMMEDIATE keeps two processes from migrating at once
     statements=_statements,

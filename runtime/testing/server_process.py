@@ -142,3 +142,62 @@ class ServeProcess:
 
 
 __all__ = ["ServeProcess"]
+
+
+class WorkerProcess:
+    """One `amodal worker` process (no HTTP); `args` are more options (`--concurrency 2`)."""
+
+    def __init__(
+        self,
+        repo: Path,
+        env: Mapping[str, str] | None = None,
+        *args: str,
+        cpu: int | None = None,
+    ) -> None:
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+
+        def pin() -> None:
+            if cpu is not None:
+                os.sched_setaffinity(0, {cpu})
+
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("amodal")), "--repo", str(repo), "worker", *args],
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=pin if cpu is not None else None,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+            if line.startswith("amodal: worker ready"):
+                self._ready.set()
+        self._ready.set()
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Until it says it takes queued turns."""
+        if not self._ready.wait(timeout) or self.process.poll() is not None:
+            self._reader.join(timeout=5)
+            raise RuntimeError(f"amodal worker did not start:\n{self.output}")
+
+    def stop(self) -> None:
+        """Terminate it (kill it if it does not stop within 15 s) and read the rest."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(timeout=5)

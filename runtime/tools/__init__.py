@@ -60,6 +60,9 @@ class Tool:
     nests: bool = False
     """True when the tool may run specialists (`call_subagent`, a custom tool's
     `ctx.call_subagent`): the root run then streams their events while it runs."""
+    idempotent: Confirm = False
+    """True (or true for these arguments) when running the call again does what running it
+    once did: a call a crash interrupted is then run again when its turn continues."""
     _check: list[ArgumentCheck] = field(default_factory=list, compare=False, repr=False)
 
     def spec(self) -> ToolSpec:
@@ -74,6 +77,17 @@ class Tool:
         if not isinstance(arguments, dict) or self.argument_errors(arguments):
             return False
         return self.confirm(arguments)
+
+    def reruns_safely(self, arguments: object) -> bool:
+        """True when a call with these arguments that may have run already can run again:
+        the tool is idempotent for them, and no person had to approve it."""
+        if self.needs_confirmation(arguments):
+            return False
+        if isinstance(self.idempotent, bool):
+            return self.idempotent
+        if not isinstance(arguments, dict) or self.argument_errors(arguments):
+            return False
+        return self.idempotent(arguments)
 
     def argument_errors(self, arguments: object) -> list[str]:
         """Why `arguments` do not fit the schema (empty when they do). Never raises: the

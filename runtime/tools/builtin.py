@@ -84,7 +84,13 @@ def skill_tool(bundle: Bundle, surface: Surface) -> Tool:
         "description": "One of the skill's supporting files (listed when the skill loads), "
         "e.g. references/guide.md; omit it for the skill's instructions.",
     }
-    return Tool(LOAD_SKILL, bundle.registry[LOAD_SKILL].description, parameters, load_skill)
+    return Tool(
+        LOAD_SKILL,
+        bundle.registry[LOAD_SKILL].description,
+        parameters,
+        load_skill,
+        idempotent=True,
+    )
 
 
 def knowledge_tool(bundle: Bundle) -> Tool:
@@ -99,6 +105,7 @@ def knowledge_tool(bundle: Bundle) -> Tool:
         bundle.registry[LOAD_KNOWLEDGE].description,
         _name_parameter(names, "The document's name."),
         load_knowledge,
+        idempotent=True,
     )
 
 

@@ -69,6 +69,7 @@ def custom_tool(
         definition.confirm,
         definition.timeout,
         nests=delegates,  # then their events stream live while it runs
+        idempotent=definition.idempotent,
     )
 
 

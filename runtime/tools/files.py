@@ -88,6 +88,10 @@ class FileArea:
         return start
 
 
+READ_ONLY = frozenset({"read_file", "list_files", "glob_files", "grep_files"})
+"""The file tools that only look: one a crash interrupted runs again (SPEC 23)."""
+
+
 def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
     """The file tools over the bundle's file-tool root, and `propose_source_change`."""
     files = FileToolHandlers(FileArea(bundle), propose)
@@ -100,7 +104,13 @@ def file_tools(bundle: Bundle, propose: Propose) -> dict[str, Tool]:
         "propose_source_change": files.propose_source_change,
     }
     return {
-        name: Tool(name, bundle.registry[name].description, PARAMETERS[name], handler)
+        name: Tool(
+            name,
+            bundle.registry[name].description,
+            PARAMETERS[name],
+            handler,
+            idempotent=name in READ_ONLY,
+        )
         for name, handler in handlers.items()
     }
 

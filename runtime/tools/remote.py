@@ -94,6 +94,7 @@ def request_tool(bundle: Bundle, surface: Surface, connections: Connections) -> 
         },
         request,
         confirm=confirm,
+        idempotent=lambda arguments: arguments["method"] in ("GET", "HEAD"),
         # Each call is bounded by its connection's own timeout; this is the outer net.
         timeout=max(connection.timeout for connection in granted.values()) + 5,
     )
@@ -117,6 +118,7 @@ def mcp_tools(
             _caller(servers, tool),
             confirm=definition.needs_confirmation(tool.name),
             timeout=definition.timeout,
+            idempotent=tool.idempotent,
         )
     return tools
 

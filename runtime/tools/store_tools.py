@@ -135,6 +135,7 @@ def _get(bundle: Bundle, store: StoreDefinition, storage: DocumentStorage) -> To
         + f' {_key_help(store)} Returns the document, or {{"found": false, "key": ...}}.',
         _key_parameters(store),
         get,
+        idempotent=True,
     )
 
 
@@ -185,6 +186,7 @@ def _query(bundle: Bundle, store: StoreDefinition, storage: DocumentStorage) -> 
         + " Returns {documents, total, limit, offset, has_more}.",
         parameters,
         query,
+        idempotent=True,
     )
 
 

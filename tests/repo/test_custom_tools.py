@@ -41,6 +41,22 @@ def test_tool_defaults_are_no_confirmation_and_a_30_second_timeout(make_repo):
     assert echo.parameters() == {"type": "object", "properties": {}}
 
 
+def test_a_tool_is_idempotent_only_when_its_tool_json_says_so(make_repo):
+    plain = valid(load(make_repo(tool(spec={"description": "Echo."})))).bundle.tools["echo"]
+    spec = {"description": "Echo.", "idempotent": True}
+    marked = valid(load(make_repo(tool(spec=spec)))).bundle.tools["echo"]
+
+    assert (plain.idempotent, marked.idempotent) == (False, True)
+
+
+def test_an_idempotent_flag_that_is_not_a_boolean_is_an_error_at_its_field(make_repo):
+    error = only_error(
+        load(make_repo(tool(spec={"description": "Echo.", "idempotent": "sometimes"})))
+    )
+
+    assert (error.file, error.field) == ("tools/echo/tool.json", "idempotent")
+
+
 def test_handler_is_the_async_function_from_handler_py(make_repo):
     handler = valid(load(make_repo(tool()))).bundle.tools["echo"].handler
 

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import psycopg
 
+from runtime.engine.resume import SWEEP_SECONDS
 from runtime.testing import ScriptedModel
 from tests.server.conftest import ServeProcess, parse_sse
 from tests.server.test_durability import SLOW, follow, read_until_tool_call
@@ -315,15 +316,16 @@ def test_workers_restart_on_the_port_a_server_just_left(
     _worker_processes(again)
 
 
-def test_a_killed_servers_session_takes_a_turn_on_a_fresh_server_within_the_lease(
+def test_a_killed_servers_turn_is_continued_on_a_fresh_server_within_the_lease_and_a_sweep(
     make_repo: Callable[..., Path],
     serve: Callable[..., ServeProcess],
     postgres_url: str,
     scripted_model: ScriptedModel,
 ) -> None:
     """The promise is measured from the dead holder's last heartbeat: the lease lapses then,
-    and a server that never ran a turn takes the session at once (its model client was
-    loaded when it started, not on this first turn)."""
+    a server that never ran a turn continues the dead turn at its next sweep (SPEC 23;
+    its model client was loaded when it started, not on this first turn), and the session
+    then takes a new turn."""
     lease = 3.0
     repo = make_repo(SLOW)
     env = {"DATABASE_URL": postgres_url, "MODEL_MAIN": "scripted", "AMODAL_LEASE_SECONDS": "3"}
@@ -341,7 +343,7 @@ def test_a_killed_servers_session_takes_a_turn_on_a_fresh_server_within_the_leas
         ).fetchone() or (None,)
     assert expires is not None
     last_heartbeat = float(expires) - lease
-    scripted_model.reply("Taken over.")
+    scripted_model.reply("Taken over.").reply("Again.")
     while True:
         with httpx.stream(
             "POST", f"{b.url}/chat", json={"message": "again", "session_id": session_id}
@@ -350,8 +352,12 @@ def test_a_killed_servers_session_takes_a_turn_on_a_fresh_server_within_the_leas
                 assert response.status_code == 200
                 assert '"reason":"model_stop"' in response.read().decode()
                 answered = time.time()  # the new turn ran whole: its model answers at once
+                continued = httpx.get(f"{b.url}/sessions/{session_id}/events").text
                 break
         time.sleep(0.05)
-    # The lease, then a few polls and one short turn; the model SDK's import (1-3 s on a
-    # busy machine) is paid when a server starts, not by the first turn it takes over.
-    assert answered - last_heartbeat <= lease + 0.75
+    assert '"reason":"error"' not in continued  # the dead turn ended model_stop, continued
+    assert continued.count('"type":"done"') == 2
+    # The lease, at most one sweep's wait, then two short turns (the continuation, the new
+    # one) and a few polls, 0.75 s each as before; the model SDK's import (1-3 s on a busy
+    # machine) is paid when a server starts, not by the first turn it takes over.
+    assert answered - last_heartbeat <= lease + min(SWEEP_SECONDS, lease / 2) + 2 * 0.75

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from runtime.storage import AgentRunRecord, DocumentQuery, PendingConfirmation, Storage
+from runtime.storage._sql import Operation, Result, SqlStorage, Statement
 from runtime.storage.migrations import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS
 from runtime.storage.postgres import PostgresStorage
 from runtime.storage.sqlite import SqliteStorage
@@ -64,6 +65,22 @@ async def test_runs_and_operator_sessions_survive_the_upgrade(
         await new.close()
 
 
+async def _old_lease(old: Storage, session_id: str, holder: str, seconds: float) -> None:
+    """A lease as a release before m011 wrote it (today's `try_acquire_turn` writes the
+    turn note, a column the old schema lacks)."""
+    assert isinstance(old, SqlStorage)
+    statement = Statement(
+        "INSERT INTO turn_leases (session_id, holder, expires_at) "
+        f"VALUES (?, ?, {old.dialect.lease_expiry})",
+        (session_id, holder, seconds),
+    )
+
+    def insert() -> Operation[Result]:
+        return (yield statement)
+
+    await old._execute(insert, write=True)
+
+
 async def test_every_concern_keeps_working_on_a_database_made_before_the_later_migrations(
     opener: Callable[[int | None], Awaitable[Storage]],
 ) -> None:
@@ -73,7 +90,7 @@ async def test_every_concern_keeps_working_on_a_database_made_before_the_later_m
         "s1", "user", {"text": "hi"}, run_id=None, agent=None, bundle_version=None
     )
     await old.save_pending(PendingConfirmation("s1", "c1", "r1", "default", "request", {}, {}, T0))
-    assert await old.try_acquire_turn("s1", "server-a", 60)
+    await _old_lease(old, "s1", "server-a", 60)
     for version in (1, 2):
         await old.put_document("scope-a", "notes", "n1", {"v": version}, keep_versions=2)
     await old.close()
