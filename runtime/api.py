@@ -43,6 +43,7 @@ from runtime.repo.reload import LiveBundle, watch
 from runtime.storage import (
     AgentRunRecord,
     MemoryEntry,
+    PendingConfirmation,
     SessionRecord,
     Storage,
     StoredEvent,
@@ -399,6 +400,7 @@ class Runtime:
         history: Sequence[EarlierMessage] = (),
         thread: str | None = None,
         face: str = "chat",
+        metadata: Mapping[str, Any] | None = None,
     ) -> RunningTurn:
         """Start a turn that runs to its end whoever follows it, as the HTTP server does: a
         client that goes away can pick its events up again (`follow`). Refusals raise
@@ -408,9 +410,16 @@ class Runtime:
         an OpenAI client sends; ignored when the turn continues a session). `thread` is the
         caller's own name for the conversation instead of a `session_id` (an AG-UI thread):
         its session is continued, or started under `thread_session(thread)`. `face` names
-        the front end asking, for `/metrics`."""
+        the front end asking, for `/metrics`. `metadata` is kept on the session the turn
+        starts (`{"kind": "automation", "read_only": true}`: every turn of it read-only)."""
         request = _request(message, agent, context, session_id, autonomous)
-        request = dataclasses.replace(request, history=tuple(history), thread=thread, face=face)
+        request = dataclasses.replace(
+            request,
+            history=tuple(history),
+            thread=thread,
+            face=face,
+            metadata=dict(metadata or {}),
+        )
         _check_history(request.history, thread)
         turn = await self._chats.start_turn(request, _caller(claims, operator))
         return RunningTurn(self._streams.start(turn))
@@ -553,6 +562,16 @@ class Runtime:
     ) -> list[AgentRunRecord]:
         """Every run of the session (its turns and their specialists): the delegation tree."""
         return await self._chats.get_runs(session_id, _caller(claims, operator))
+
+    async def pending_confirmations(
+        self, *, limit: int = 100, operator: bool = False
+    ) -> list[PendingConfirmation]:
+        """Every tool call of every session waiting for a person's approval, oldest first:
+        the operator's to answer (`confirm`). An automation's run leaves its `confirm`
+        tools here. `PermissionError` for any other caller."""
+        if not operator:
+            raise PermissionError("only an operator lists every pending confirmation")
+        return await self.storage.list_all_pending(limit)
 
     async def delete_session(
         self,

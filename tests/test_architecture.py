@@ -28,7 +28,7 @@ LAYERS = (
     ("otel",),
     ("engine",),
     ("api",),
-    ("evals", "importers"),
+    ("evals", "importers", "automations"),
     ("server",),
     ("cli",),
     ("testing",),

@@ -102,6 +102,10 @@ def validate(obj: _Context, as_json: bool, offline: bool, online: bool) -> None:
         result = LoadResult(
             bundle, (*result.errors, *errors), (*result.warnings, *warnings), result.suites
         )
+    if result.bundle is not None and result.bundle.automation_errors:
+        # A served repo runs without its broken automations; validating it still fails.
+        broken = result.bundle.automation_errors
+        result = LoadResult(None, (*result.errors, *broken), result.warnings, result.suites)
     _print_findings(result, as_json=as_json)
     if result.bundle is None:
         sys.exit(1)
@@ -110,8 +114,10 @@ def validate(obj: _Context, as_json: bool, offline: bool, online: bool) -> None:
         click.echo(
             f"valid: {len(bundle.agents)} agents, {len(bundle.skills)} skills, "
             f"{len(bundle.stores)} stores, {len(bundle.knowledge)} knowledge documents, "
-            f"{len(bundle.tools)} custom tools, {len(result.suites)} eval suites "
-            f"(version {bundle.version})",
+            f"{len(bundle.tools)} custom tools, {len(result.suites)} eval suites"
+            # Named only where there are some: the line most repos print stays as it was.
+            + (f", {len(bundle.automations)} automations" if bundle.automations else "")
+            + f" (version {bundle.version})",
             err=True,
         )
 
@@ -485,10 +491,9 @@ _import_command(
 )
 @click.option(
     "--concurrency",
-    default=4,
-    show_default=True,
     type=click.IntRange(1, 256),
-    help="Cases running at once.",
+    help="Cases running at once (default: 4, or 1 on the offline model, which answers one "
+    "call at a time).",
 )
 @click.option(
     "--min-pass-rate",
@@ -506,7 +511,7 @@ def eval_(
     suites: tuple[str, ...],
     cases: tuple[str, ...],
     repeat: int,
-    concurrency: int,
+    concurrency: int | None,
     min_pass_rate: float | None,
     as_json: bool,
     junit: Path | None,
@@ -544,3 +549,12 @@ def eval_(
             junit=junit,
         )
     )
+
+
+def _add_automations() -> None:
+    from runtime.cli.automations import automations_group  # click only; the rest is lazy
+
+    main.add_command(automations_group)
+
+
+_add_automations()

@@ -13,7 +13,8 @@ import dataclasses
 import hashlib
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
 
@@ -93,7 +94,7 @@ class ChatService:
         )
         created = session is None
         if session is None:
-            session = await self._create(new_id, caller, rooting.agent)
+            session = await self._create(new_id, caller, rooting.agent, request.metadata)
         lease = await self.leases.acquire(session.id)
         return Turn(
             self.services,
@@ -109,9 +110,13 @@ class ChatService:
             face=request.face,
         )
 
-    async def _create(self, session_id: str, caller: Caller, agent: str) -> SessionRecord:
+    async def _create(
+        self, session_id: str, caller: Caller, agent: str, metadata: Mapping[str, Any]
+    ) -> SessionRecord:
         now = utc_now()
-        session = SessionRecord(session_id, caller.scope_id, caller.owner, agent, now, now)
+        session = SessionRecord(
+            session_id, caller.scope_id, caller.owner, agent, now, now, dict(metadata)
+        )
         try:
             await self.storage.create_session(session)
         except RecordExistsError:  # a thread's first two turns at once: the other one won

@@ -46,7 +46,7 @@ from runtime.repo.model_bindings import model_card
 from runtime.repo.registry import CALL_SUBAGENT, MEMORY_ADD, REQUEST, SESSION_SEARCH
 from runtime.storage import AgentRunRecord, RunStatus, Storage, utc_now
 from runtime.surface.prompt import memory_prompt, system_prompt
-from runtime.surface.resolution import Surface, SurfaceContext, resolve
+from runtime.surface.resolution import Surface, SurfaceContext, read_only, resolve
 from runtime.tools import Tool, ToolContext, ToolError
 from runtime.tools.builtin import build_tools
 from runtime.tools.custom import custom_tool
@@ -142,6 +142,8 @@ class TurnScope:
     owner: str | None = None
     """The turn's caller as an owner (`Caller.owner`): whose memory and sessions its
     runs' tools reach, a specialist's too."""
+    read_only: bool = False
+    """Every run of the turn is without write power (`resolution.read_only`)."""
     budget: DelegationBudget = field(init=False)
     servers: McpSnapshot = field(init=False)
 
@@ -160,7 +162,8 @@ class TurnScope:
 
     def resolve(self, agent: str, caller: SurfaceContext) -> Surface:
         """`agent`'s surface for this caller in this turn (against its MCP snapshot)."""
-        return resolve(self.bundle, agent, caller, root=self.root_agent, servers=self.servers)
+        surface = resolve(self.bundle, agent, caller, root=self.root_agent, servers=self.servers)
+        return read_only(surface) if self.read_only else surface
 
     async def propose(self, proposal: dict[str, Any], context: ToolContext) -> None:
         """Keep a proposed source change in the session's log for a person to review."""

@@ -103,8 +103,17 @@ class Turn:
         sink = EventSink()
         self._view = services.views.get(session.id)
         self._log = SessionLog(services.storage, session.id, bundle.version, sink, self._view.add)
+        # A session started read-only (an automation's) stays so for every turn, confirmations
+        # answered later included: the flag lives on the session, not on the request.
         self._scope = TurnScope(
-            bundle, session.id, rooting.agent, services, self._log, sink, caller.owner
+            bundle,
+            session.id,
+            rooting.agent,
+            services,
+            self._log,
+            sink,
+            owner=caller.owner,
+            read_only=bool(session.metadata.get("read_only")),
         )
         self._consumed = False
 

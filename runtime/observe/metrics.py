@@ -16,6 +16,9 @@ are read when Prometheus scrapes.
     amodal_running_turns                         sessions with a turn running here
     amodal_reload_failures_total                 reloads that kept the last good bundle
     amodal_mcp_servers{status}                   MCP servers by status (ready, starting, failed)
+    amodal_automation_runs_total{automation,status}  automation runs this process ended (ok,
+                                                 error, awaiting_confirmation) and cron slots
+                                                 it recorded missed or skipped
 """
 
 from __future__ import annotations
@@ -89,12 +92,22 @@ class Metrics(RunObserver):
         self._running = Gauge(
             "amodal_running_turns", "Sessions with a turn running.", registry=self.registry
         )
+        self._automation_runs = Counter(
+            "amodal_automation_runs",
+            "Automation runs ended here, and cron slots recorded missed or skipped, by status.",
+            ["automation", "status"],
+            registry=self.registry,
+        )
         self._compactions = Counter(
             "amodal_compactions",
             "Compactions of sessions' views, by stage (mask, summary).",
             ["stage"],
             registry=self.registry,
         )
+
+    def automation_run_ended(self, automation: str, status: str) -> None:
+        """Count one run of `automation` (names are the repo's: a bounded label)."""
+        self._automation_runs.labels(automation=automation, status=status).inc()
 
     def count_reload_failures(self, count: Callable[[], int]) -> None:
         """Expose the failed reloads `count()` returns at each scrape."""

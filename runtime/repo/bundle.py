@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from runtime.exceptions import DefinitionWarning
+from runtime.exceptions import DefinitionError, DefinitionWarning
 from runtime.models import ModelSettings, ModelTier
+from runtime.repo.automations import AutomationDefinition
 from runtime.repo.formats import (
     CompactionConfig,
     ContextInjection,
@@ -289,6 +290,11 @@ class Bundle:
     """MCP servers by name, from amodal.json and connections/ alike."""
     registry: Mapping[str, ToolInfo]
     warnings: tuple[DefinitionWarning, ...]
+    automations: Mapping[str, AutomationDefinition] = dataclasses.field(default_factory=dict)
+    """The automations that loaded (SPEC 23), by name."""
+    automation_errors: tuple[DefinitionError, ...] = ()
+    """What is wrong with the automations left out: they alone do not run (`amodal
+    validate` fails on them; the repo is served with the others)."""
 
     @property
     def default_agent(self) -> AgentDefinition | None:

@@ -12,6 +12,7 @@ from runtime.exceptions import DefinitionError, DefinitionWarning, InvalidRepoEr
 from runtime.repo._reader import Reader
 from runtime.repo._report import Report, did_you_mean, known, normalized
 from runtime.repo.agents import load_agents
+from runtime.repo.automations import load_automations, names_of
 from runtime.repo.bundle import (
     DEFAULT_AGENT,
     MAIN_AGENT,
@@ -97,6 +98,7 @@ def load_repo(
         tools=MappingProxyType(registry),
         skills={loaded.skill.name: loaded for loaded in skills},
         agents=frozenset(agent.name for agent in agents),
+        broken_agents=loaded_agents.broken,
         broken=frozenset(normalized(name) for name in broken),
         stores=frozenset(store.name for store in stores),
         connections=frozenset(outside.rest),
@@ -106,6 +108,10 @@ def load_repo(
         _check_skill_tools(report, loaded, names)
     for agent in agents:
         _check_agent(report, agent, names)
+    for partial in loaded_agents.partial:
+        # An agent with errors of its own: what is right of it is checked too, so a repo
+        # with typos shows every one of them in one pass.
+        _check_agent(report, partial.definition, names, broken_fields=partial.broken_fields)
     _check_display_names(report, agents)
     suites: list[Suite] = []
     if evals:
@@ -121,8 +127,10 @@ def load_repo(
             ),
         )
 
+    automations = load_automations(reader, names_of(names.agents, names.stores), environ, offline)
     if report.errors or config is None:
-        return LoadResult(None, tuple(report.errors), tuple(report.warnings))
+        errors = (*report.errors, *automations.errors)
+        return LoadResult(None, errors, tuple(report.warnings))
     bundle = Bundle(
         root=reader.root,
         version=reader.digest(),
@@ -137,6 +145,8 @@ def load_repo(
         mcp_servers=MappingProxyType(outside.mcp),
         registry=MappingProxyType(registry),
         warnings=tuple(report.warnings),
+        automations=MappingProxyType(dict(automations.automations)),
+        automation_errors=automations.errors,
     )
     return LoadResult(bundle, (), bundle.warnings, tuple(suites))
 
@@ -160,6 +170,9 @@ class _Names:
     tools: Mapping[str, ToolInfo]
     skills: Mapping[str, LoadedSkill]
     agents: frozenset[str]
+    broken_agents: frozenset[str]
+    """Agents that exist but have errors: a reference to one is not unknown, and a typo
+    of one is still offered as a did-you-mean."""
     stores: frozenset[str]
     connections: frozenset[str]
     mcp: frozenset[str] | None  # None when amodal.json failed: MCP names cannot be checked
@@ -200,17 +213,26 @@ def _failed(reader: Reader, directory: str, loaded: set[str], *, folders: bool) 
     return found - loaded
 
 
-def _check_agent(report: Report, agent: AgentDefinition, names: _Names) -> None:
+def _check_agent(
+    report: Report,
+    agent: AgentDefinition,
+    names: _Names,
+    *,
+    broken_fields: frozenset[str] = frozenset(),
+) -> None:
+    """The references `agent` makes. `broken_fields` are fields reported wrong already: the
+    checks that read them are skipped, so one mistake is never reported twice."""
     declared_stores = {grant.store: grant.mode for grant in agent.stores}
+    stores_known = "stores" not in broken_fields
     for entry in agent.tools:
-        _check_tool(report, entry, names, declared_stores)
+        _check_tool(report, entry, names, declared_stores if stores_known else None)
     for entry in agent.skills:
         _check_skill(report, entry, names)
     for entry in agent.subagents:
         if entry.name in (DEFAULT_AGENT, MAIN_AGENT):
             _fail(report, entry, f"{entry.name!r} is never callable as a specialist")
         elif entry.name not in names.agents and not names.is_broken(entry.name):
-            _unknown(report, entry, "agent", names.agents)
+            _unknown(report, entry, "agent", names.agents | names.broken_agents)
     for entry in agent.connections:
         if names.mcp is not None and entry.name in names.mcp:
             _fail(report, entry, f"{entry.name!r} is an MCP server: list it under `mcp`")
@@ -237,7 +259,11 @@ def _check_agent(report: Report, agent: AgentDefinition, names: _Names) -> None:
                 line=grant.origin.line,
                 field=grant.origin.field,
             )
-    if agent.skills and "load_skill" not in {entry.name for entry in agent.tools}:
+    if (
+        agent.skills
+        and not broken_fields  # a typo of `tools` is reported already
+        and "load_skill" not in {entry.name for entry in agent.tools}
+    ):
         report.warn(
             agent.skills[0].origin.file,
             f"agent {agent.name!r} declares skills but not "
@@ -248,8 +274,9 @@ def _check_agent(report: Report, agent: AgentDefinition, names: _Names) -> None:
 
 
 def _check_tool(
-    report: Report, entry: Declared, names: _Names, declared_stores: Mapping[str, str]
+    report: Report, entry: Declared, names: _Names, declared_stores: Mapping[str, str] | None
 ) -> None:
+    """One entry of `tools`; `declared_stores` None when the agent's `stores` is broken."""
     name = entry.name
     if _is_mcp_tool(name, names):
         return  # an MCP tool: its names are known only once the server is reached
@@ -269,6 +296,8 @@ def _check_tool(
         return
     # By the registry's kind, not the name: a custom tool may be called `store__x`.
     if info.kind == "store" and info.store is not None and info.op is not None:
+        if declared_stores is None:
+            return
         if info.store not in declared_stores:
             _fail(report, entry, f"{name!r} needs its store declared under `stores`")
         elif info.op not in store_ops(declared_stores[info.store]):  # type: ignore[arg-type]

@@ -97,7 +97,16 @@ def _unreadable(root: Path, error: Exception) -> DefinitionError:
     )
 
 
-WATCHED = ("amodal.json", "agents", "skills", "stores", "knowledge", "tools", "connections")
+WATCHED = (
+    "amodal.json",
+    "agents",
+    "skills",
+    "stores",
+    "knowledge",
+    "tools",
+    "connections",
+    "automations",
+)
 
 
 def repo_filter(root: Path, ignore: Path | None = None) -> Callable[[Change, str], bool]:

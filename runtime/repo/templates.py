@@ -71,6 +71,18 @@ class Template:
             where = f"{self.file}:{self.first_line + line - 1}" if line else self.file
             raise TemplateRenderError(f"{where}: template failed: {error}") from error
 
+    def render_with(self, variables: Mapping[str, Any]) -> str:
+        """The text with these top-level variables instead of `scope` (an automation's
+        message sees `payload`, `now`, ...); errors as `render`."""
+        if self.is_literal:
+            return self.source
+        try:
+            return self._template().render(**dict(variables))
+        except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as error:
+            line = _error_line(error)
+            where = f"{self.file}:{self.first_line + line - 1}" if line else self.file
+            raise TemplateRenderError(f"{where}: template failed: {error}") from error
+
     def _template(self) -> jinja2.Template:
         # Compiling costs about four times parsing, and load time matters (hot reload,
         # cold start), so load only parses and the first render compiles.
@@ -79,6 +91,11 @@ class Template:
                 if not self._compiled:
                     self._compiled.append(_ENVIRONMENT.from_string(self.source))
         return self._compiled[0]
+
+
+def template_environment() -> jinja2.Environment:
+    """The sandbox every repo template is parsed and rendered in."""
+    return _ENVIRONMENT
 
 
 def check_template(source: str) -> list[tuple[int, str]]:

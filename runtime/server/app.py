@@ -15,9 +15,11 @@ from fastapi import FastAPI
 
 from runtime._version import __version__
 from runtime.api import Runtime
+from runtime.automations import Automations
 from runtime.server import (
     admin_routes,
     agent_routes,
+    automation_routes,
     chat_routes,
     faces,
     memory_routes,
@@ -38,6 +40,7 @@ ROUTERS = (
     agent_routes.router,
     admin_routes.router,
     store_routes.router,
+    automation_routes.router,
     memory_routes.router,
 )
 # The protocol faces (SPEC 24), each its own router over the runtime and the credentials.
@@ -50,14 +53,20 @@ FACES = (
 )
 
 
-def create_app(runtime: Runtime, auth: Authenticator) -> FastAPI:
-    """The ASGI app serving `runtime` to the callers `auth` verifies."""
+def create_app(
+    runtime: Runtime, auth: Authenticator, automations: Automations | None = None
+) -> FastAPI:
+    """The ASGI app serving `runtime` to the callers `auth` verifies; `/automations` serves
+    `automations` (503 without)."""
     live = runtime.live
     app = FastAPI(title="amodal", version=__version__, default_response_class=TextJSONResponse)
     app.add_middleware(RequestGuard, limit=lambda: live().config.limits.max_request_bytes)
     install_error_handlers(app)
     install_openapi(app, live, auth.configured)
-    serve(app, Served(runtime, auth, admin_routes.count(runtime)))
+    metrics = admin_routes.count(runtime)
+    if automations is not None:
+        automations.on_run_ended = metrics.automation_run_ended
+    serve(app, Served(runtime, auth, metrics, automations))
     for router in ROUTERS:
         app.include_router(router)
     for face in FACES:

@@ -18,6 +18,7 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Header, Request
 
 from runtime.api import Runtime
+from runtime.automations import Automations
 from runtime.observe.metrics import Metrics
 from runtime.server.auth import Authenticator
 from runtime.server.errors import ApiError
@@ -31,6 +32,8 @@ class Served:
     runtime: Runtime
     auth: Authenticator
     metrics: Metrics
+    automations: Automations | None = None
+    """The automations service (`amodal serve` runs one in every process); None: off."""
 
 
 def serve(app: FastAPI, served: Served) -> None:

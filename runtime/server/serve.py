@@ -4,9 +4,10 @@ The parent checks what can fail before anything listens (the repo, binding witho
 auth, a model to talk to; it starts the offline model once when none is
 configured), then binds the port and hands it to uvicorn. Each server process runs
 `ServedApp`: at start-up it opens its own `Runtime` over the shared database
-(with hot reload and the stores' expiry purge) and serves `create_app` over it; at
-shutdown it closes it. Several processes (`--workers N`) share one database, so a
-session may continue on any of them and still runs one turn at a time.
+(with hot reload, the stores' expiry purge and the automations' cron scheduler) and
+serves `create_app` over it; at shutdown it closes it. Several processes (`--workers N`)
+share one database, so a session may continue on any of them and still runs one turn at
+a time.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.supervisors import Multiprocess
 
 from runtime.api import Runtime
+from runtime.automations import Automations
 from runtime.exceptions import AmodalError, NoModelError
 from runtime.observe.tracing import tracing_from_environment
 from runtime.repo import load_bundle
@@ -209,6 +211,9 @@ class ServedApp:
                     watch_repo=self.reload,
                     observers=tracing_from_environment(os.environ),
                 ) as runtime,
+                # Every server process runs the cron scheduler: a slot is one database row,
+                # so however many processes and replicas tick, each slot runs once.
+                Automations.open(runtime, schedule=True) as automations,
                 anyio.create_task_group() as group,
             ):
                 live = runtime.live
@@ -218,7 +223,8 @@ class ServedApp:
                         print(f"amodal: reloaded (bundle {live().version})", file=sys.stderr)
 
                 live.on_reload = announce
-                self._app = create_app(runtime, Authenticator(live().config.auth, os.environ))
+                auth = Authenticator(live().config.auth, os.environ)
+                self._app = create_app(runtime, auth, automations)
                 group.start_soon(purge_periodically, runtime.storage, purge_interval(os.environ))
                 if PARENT_ENV in os.environ:
                     group.start_soon(_stop_when_orphaned, int(os.environ[PARENT_ENV]))

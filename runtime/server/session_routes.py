@@ -149,6 +149,8 @@ def _session_json(session: SessionRecord) -> dict[str, Any]:
     return {
         "id": session.id,
         "agent": session.root_agent,
+        # "chat" for a person's conversation, "automation" for an automation's run (SPEC 23).
+        "kind": session.metadata.get("kind", "chat"),
         "created_at": session.created_at.isoformat(),
         "updated_at": session.updated_at.isoformat(),
     }

@@ -32,6 +32,7 @@ from runtime.exceptions import (
 )
 from runtime.storage._values import INT64_MAX, INT64_MIN, number_problem, text_problem
 from runtime.storage.protocols import (
+    AutomationStorage,
     ConfirmationStorage,
     DocumentStorage,
     MemoryStorage,
@@ -46,6 +47,9 @@ from runtime.storage.records import (
     MEMORY_KINDS,
     RUN_STATUSES,
     AgentRunRecord,
+    AutomationRunRecord,
+    AutomationRunStatus,
+    AutomationState,
     DocumentPage,
     DocumentQuery,
     FilterValue,
@@ -149,6 +153,10 @@ __all__ = [
     "MEMORY_KINDS",
     "RUN_STATUSES",
     "AgentRunRecord",
+    "AutomationRunRecord",
+    "AutomationRunStatus",
+    "AutomationState",
+    "AutomationStorage",
     "ConfirmationStorage",
     "DocumentPage",
     "DocumentQuery",

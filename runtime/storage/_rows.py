@@ -8,6 +8,7 @@ decoded), which each dialect gives as a `Decoders`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +16,8 @@ from typing import Any, cast
 
 from runtime.storage.records import (
     AgentRunRecord,
+    AutomationRunRecord,
+    AutomationRunStatus,
     JSONObject,
     MemoryEntry,
     MemoryKind,
@@ -31,6 +34,10 @@ EVENT_COLUMNS = "session_id, seq, type, run_id, agent, bundle_version, created_a
 PENDING_COLUMNS = "session_id, call_id, run_id, agent, tool, arguments, state, created_at"
 RUN_COLUMNS = (
     "id, session_id, parent_run_id, depth, agent, label, started_at, ended_at, status, usage, error"
+)
+AUTOMATION_RUN_COLUMNS = (
+    "id, automation, trigger, slot, delivery_id, session_id, status, done_reason, error, "
+    "reply, created_at, ended_at, deliveries"
 )
 DOCUMENT_COLUMNS = "scope_id, store, key, body, version, created_at, updated_at, expires_at"
 MEMORY_COLUMNS = "id, agent, kind, scope_id, owner, text, created_at"
@@ -95,6 +102,24 @@ class Decoders:
             status=cast(RunStatus, row[8]),
             usage=self.json(row[9]),
             error=row[10],
+        )
+
+    def automation_run(self, row: Row) -> AutomationRunRecord:
+        deliveries = json.loads(row[12]) if isinstance(row[12], str) else row[12]
+        return AutomationRunRecord(
+            id=row[0],
+            automation=row[1],
+            trigger=row[2],
+            slot=None if row[3] is None else self.time(row[3]),
+            delivery_id=row[4],
+            session_id=row[5],
+            status=cast(AutomationRunStatus, row[6]),
+            done_reason=row[7],
+            error=row[8],
+            reply=row[9],
+            created_at=self.time(row[10]),
+            ended_at=None if row[11] is None else self.time(row[11]),
+            deliveries=list(deliveries),
         )
 
     def document(self, row: Row) -> StoreDocument:

@@ -33,6 +33,7 @@ import anyio.lowlevel
 from runtime._logs import logger
 from runtime.exceptions import RecordExistsError, RecordNotFoundError, StorageError
 from runtime.storage._rows import (
+    AUTOMATION_RUN_COLUMNS,
     DOCUMENT_COLUMNS,
     EVENT_COLUMNS,
     MEMORY_COLUMNS,
@@ -56,8 +57,11 @@ from runtime.storage._values import (
 )
 from runtime.storage.migrations import Migration
 from runtime.storage.records import (
+    AUTOMATION_RUN_STATUSES,
     RUN_STATUSES,
     AgentRunRecord,
+    AutomationRunRecord,
+    AutomationState,
     DocumentPage,
     DocumentQuery,
     FilterValue,
@@ -494,6 +498,165 @@ class SqlStorage(abc.ABC):
         statement = Statement(
             "DELETE FROM pending_confirmations WHERE session_id = ? AND call_id = ?",
             (session_id, call_id),
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
+    async def list_all_pending(self, limit: int = 100) -> list[PendingConfirmation]:
+        check_page(limit, 0)
+        statement = Statement(
+            f"SELECT {PENDING_COLUMNS} FROM pending_confirmations "
+            f"ORDER BY created_at, {self.dialect.insertion_order} LIMIT ?",
+            (limit,),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self.dialect.rows.pending(row) for row in rows]
+
+    # --- automations -------------------------------------------------------------------
+
+    def _automation_row(self, r: AutomationRunRecord) -> tuple[Any, ...]:
+        check_status(r.status, AUTOMATION_RUN_STATUSES)
+        t = self.dialect.time
+        return (
+            r.id,
+            r.automation,
+            r.trigger,
+            None if r.slot is None else t(r.slot, "slot"),
+            r.delivery_id,
+            r.session_id,
+            r.status,
+            r.done_reason,
+            r.error,
+            r.reply,
+            t(r.created_at, "created_at"),
+            None if r.ended_at is None else t(r.ended_at, "ended_at"),
+            json.dumps(r.deliveries, ensure_ascii=False, allow_nan=False),
+        )
+
+    async def claim_automation_run(self, record: AutomationRunRecord) -> bool:
+        # The unique (automation, slot) and (automation, delivery_id) indexes decide: the
+        # first INSERT wins in every process; the others find the row there and do nothing.
+        statement = Statement(
+            f"INSERT INTO automation_runs ({AUTOMATION_RUN_COLUMNS}) VALUES ({_marks(13)}) "
+            "ON CONFLICT DO NOTHING",
+            self._automation_row(record),
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
+    async def get_automation_run(self, run_id: str) -> AutomationRunRecord | None:
+        statement = Statement(
+            f"SELECT {AUTOMATION_RUN_COLUMNS} FROM automation_runs WHERE id = ?", (run_id,)
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return None if row is None else self.dialect.rows.automation_run(row)
+
+    async def find_automation_delivery(
+        self, automation: str, delivery_id: str
+    ) -> AutomationRunRecord | None:
+        statement = Statement(
+            f"SELECT {AUTOMATION_RUN_COLUMNS} FROM automation_runs "
+            "WHERE automation = ? AND delivery_id = ?",
+            (automation, delivery_id),
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return None if row is None else self.dialect.rows.automation_run(row)
+
+    async def update_automation_run(self, record: AutomationRunRecord) -> None:
+        row = self._automation_row(record)
+        values = (*row[5:10], *row[11:13], record.id)
+
+        def update() -> Operation[None]:
+            result = yield Statement(
+                "UPDATE automation_runs SET session_id = ?, status = ?, done_reason = ?, "
+                "error = ?, reply = ?, ended_at = ?, deliveries = ? WHERE id = ?",
+                values,
+            )
+            if result.changed == 0:
+                raise RecordNotFoundError("automation run", record.id)
+
+        await self._write(update)
+
+    async def list_automation_runs(
+        self, automation: str | None = None, *, limit: int = 20, statuses: Sequence[str] = ()
+    ) -> list[AutomationRunRecord]:
+        check_page(limit, 0)
+        where, params = [], []
+        if automation is not None:
+            where.append("automation = ?")
+            params.append(automation)
+        if statuses:
+            where.append(f"status IN ({_marks(len(statuses))})")
+            params.extend(statuses)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        statement = Statement(
+            f"SELECT {AUTOMATION_RUN_COLUMNS} FROM automation_runs{clause} "
+            "ORDER BY created_at DESC, id DESC LIMIT ?",
+            (*params, limit),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self.dialect.rows.automation_run(row) for row in rows]
+
+    async def start_queued_automation_run(self, run_id: str) -> bool:
+        statement = Statement(
+            "UPDATE automation_runs SET status = 'running' WHERE id = ? AND status = 'queued'",
+            (run_id,),
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
+    async def latest_automation_slot(self, automation: str) -> datetime | None:
+        statement = Statement(
+            "SELECT MAX(slot) FROM automation_runs WHERE automation = ?", (automation,)
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return None if row is None or row[0] is None else self.dialect.rows.time(row[0])
+
+    async def automation_states(self) -> dict[str, AutomationState]:
+        statement = Statement(
+            "SELECT automation, paused, failures, alerted_at FROM automation_state"
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        time = self.dialect.rows.time
+        return {
+            row[0]: AutomationState(
+                row[0], bool(row[1]), int(row[2]), None if row[3] is None else time(row[3])
+            )
+            for row in rows
+        }
+
+    async def set_automation_paused(self, automation: str, paused: bool) -> None:
+        statement = Statement(
+            "INSERT INTO automation_state (automation, paused) VALUES (?, ?) "
+            "ON CONFLICT (automation) DO UPDATE SET paused = excluded.paused",
+            (automation, paused),
+        )
+        await self._write(lambda: _only(statement))
+
+    async def count_automation_outcome(self, automation: str, failed: bool) -> int:
+        if failed:
+            statement = Statement(
+                "INSERT INTO automation_state (automation, failures) VALUES (?, 1) "
+                "ON CONFLICT (automation) DO UPDATE "
+                "SET failures = automation_state.failures + 1 RETURNING failures",
+                (automation,),
+            )
+        else:  # a success ends the streak, and with it the alert's cooldown
+            statement = Statement(
+                "INSERT INTO automation_state (automation, failures) VALUES (?, 0) "
+                "ON CONFLICT (automation) DO UPDATE SET failures = 0, alerted_at = NULL "
+                "RETURNING failures",
+                (automation,),
+            )
+        row = (await self._write(lambda: _only(statement))).one()
+        return int(row[0]) if row is not None else 0
+
+    async def claim_automation_alert(
+        self, automation: str, cooldown_seconds: float, now: datetime
+    ) -> bool:
+        t = self.dialect.time
+        since = t(now - timedelta(seconds=cooldown_seconds), "now")
+        statement = Statement(
+            "UPDATE automation_state SET alerted_at = ? "
+            "WHERE automation = ? AND (alerted_at IS NULL OR alerted_at <= ?)",
+            (t(now, "now"), automation, since),
         )
         return (await self._write(lambda: _only(statement))).changed == 1
 

@@ -251,6 +251,38 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
             ORDER BY session_id, seq;
         """,
     ),
+    Migration(
+        "m012_automations",
+        # One row per run of an automation; a cron slot and a webhook delivery id are
+        # unique per automation, which is what makes a slot fire once across processes.
+        """
+        CREATE TABLE automation_runs (
+            id TEXT PRIMARY KEY,
+            automation TEXT NOT NULL,
+            trigger TEXT NOT NULL,
+            slot TEXT,
+            delivery_id TEXT,
+            session_id TEXT,
+            status TEXT NOT NULL,
+            done_reason TEXT,
+            error TEXT,
+            reply TEXT,
+            created_at TEXT NOT NULL,
+            ended_at TEXT,
+            deliveries TEXT NOT NULL DEFAULT '[]'
+        );
+        CREATE UNIQUE INDEX automation_runs_by_slot ON automation_runs (automation, slot);
+        CREATE UNIQUE INDEX automation_runs_by_delivery
+            ON automation_runs (automation, delivery_id);
+        CREATE INDEX automation_runs_by_time ON automation_runs (automation, created_at);
+        CREATE TABLE automation_state (
+            automation TEXT PRIMARY KEY,
+            paused INTEGER NOT NULL DEFAULT 0,
+            failures INTEGER NOT NULL DEFAULT 0,
+            alerted_at TEXT
+        );
+        """,
+    ),
 )
 """SQLite's schema history. Append only (see the module docstring)."""
 
@@ -411,6 +443,38 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
             SELECT session_id, seq, data::json ->> 'text' FROM events
             WHERE type IN ('user', 'assistant') AND position('\\u0000' in data) = 0
               AND json_typeof(data::json -> 'text') = 'string' AND data::json ->> 'text' <> '';
+        """,
+    ),
+    Migration(
+        "m012_automations",
+        # One row per run of an automation; a cron slot and a webhook delivery id are
+        # unique per automation, which is what makes a slot fire once across processes.
+        """
+        CREATE TABLE automation_runs (
+            id TEXT PRIMARY KEY,
+            automation TEXT NOT NULL,
+            trigger TEXT NOT NULL,
+            slot TIMESTAMPTZ,
+            delivery_id TEXT,
+            session_id TEXT,
+            status TEXT NOT NULL,
+            done_reason TEXT,
+            error TEXT,
+            reply TEXT,
+            created_at TIMESTAMPTZ NOT NULL,
+            ended_at TIMESTAMPTZ,
+            deliveries TEXT NOT NULL DEFAULT '[]'
+        );
+        CREATE UNIQUE INDEX automation_runs_by_slot ON automation_runs (automation, slot);
+        CREATE UNIQUE INDEX automation_runs_by_delivery
+            ON automation_runs (automation, delivery_id);
+        CREATE INDEX automation_runs_by_time ON automation_runs (automation, created_at);
+        CREATE TABLE automation_state (
+            automation TEXT PRIMARY KEY,
+            paused BOOLEAN NOT NULL DEFAULT FALSE,
+            failures INTEGER NOT NULL DEFAULT 0,
+            alerted_at TIMESTAMPTZ
+        );
         """,
     ),
 )

@@ -29,6 +29,8 @@ from typing import Protocol
 
 from runtime.storage.records import (
     AgentRunRecord,
+    AutomationRunRecord,
+    AutomationState,
     DocumentPage,
     DocumentQuery,
     JSONObject,
@@ -170,10 +172,70 @@ class ConfirmationStorage(Protocol):
         """The session's pending calls, oldest first."""
         ...
 
+    async def list_all_pending(self, limit: int = 100) -> list[PendingConfirmation]:
+        """Pending calls of every session, oldest first (what an operator answers)."""
+        ...
+
     async def delete_pending(self, session_id: str, call_id: str) -> bool:
         """Remove a pending call. Exactly once: of any number of concurrent callers,
         across processes, only the one that removed it gets True; that caller, and
         only it, may run (or deny) the call."""
+        ...
+
+
+class AutomationStorage(Protocol):
+    """Automations' runs and their state (SPEC 23), shared by every process of a database."""
+
+    async def claim_automation_run(self, record: AutomationRunRecord) -> bool:
+        """Record a run (or a missed or skipped slot). False, and nothing written, when the
+        automation already has a record for `record.slot` or `record.delivery_id`: of any
+        number of processes claiming one slot at once, exactly one gets True."""
+        ...
+
+    async def get_automation_run(self, run_id: str) -> AutomationRunRecord | None: ...
+
+    async def find_automation_delivery(
+        self, automation: str, delivery_id: str
+    ) -> AutomationRunRecord | None:
+        """The run a webhook delivery id started, if any."""
+        ...
+
+    async def update_automation_run(self, record: AutomationRunRecord) -> None:
+        """Store the run's new status, session, reply, error, end and deliveries (its
+        automation, trigger, slot and delivery id never change). `RecordNotFoundError`
+        for an unknown run."""
+        ...
+
+    async def list_automation_runs(
+        self, automation: str | None = None, *, limit: int = 20, statuses: Sequence[str] = ()
+    ) -> list[AutomationRunRecord]:
+        """Runs newest first (of one automation, or of all), only of `statuses` when given."""
+        ...
+
+    async def start_queued_automation_run(self, run_id: str) -> bool:
+        """Move a `queued` run to `running`: True for exactly one caller across processes."""
+        ...
+
+    async def latest_automation_slot(self, automation: str) -> datetime | None:
+        """The newest cron slot the automation has a record for (run, missed or skipped)."""
+        ...
+
+    async def automation_states(self) -> dict[str, AutomationState]:
+        """Every automation's kept state by name (one never paused nor failed may be absent)."""
+        ...
+
+    async def set_automation_paused(self, automation: str, paused: bool) -> None: ...
+
+    async def count_automation_outcome(self, automation: str, failed: bool) -> int:
+        """Count one more failed run, or reset the count (and the alert's cooldown) after a
+        success; the consecutive failures now."""
+        ...
+
+    async def claim_automation_alert(
+        self, automation: str, cooldown_seconds: float, now: datetime
+    ) -> bool:
+        """Take the right to send the failure alert now: True for exactly one caller, and
+        only when no alert went out within the cooldown since the last success."""
         ...
 
 
@@ -332,6 +394,7 @@ class Storage(
     ConfirmationStorage,
     TurnLeaseStorage,
     DocumentStorage,
+    AutomationStorage,
     MemoryStorage,
     Protocol,
 ):

@@ -145,6 +145,54 @@ class DocumentPage:
     total: int
 
 
+AutomationRunStatus = Literal[
+    "running", "ok", "error", "awaiting_confirmation", "missed", "skipped", "queued"
+]
+AUTOMATION_RUN_STATUSES: tuple[AutomationRunStatus, ...] = (
+    "running",
+    "ok",
+    "error",
+    "awaiting_confirmation",
+    "missed",
+    "skipped",
+    "queued",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AutomationRunRecord:
+    """One run of an automation (SPEC 23), or a cron slot that did not run (`missed`,
+    `skipped`). `slot` is the cron slot it is for: at most one record per (automation,
+    slot) across every process of the database; `delivery_id` the same for a webhook's."""
+
+    id: str
+    automation: str
+    trigger: str
+    """`cron`, `webhook` or `manual`."""
+    created_at: datetime
+    status: AutomationRunStatus = "running"
+    slot: datetime | None = None
+    delivery_id: str | None = None
+    session_id: str | None = None
+    done_reason: str | None = None
+    error: str | None = None
+    reply: str | None = None
+    ended_at: datetime | None = None
+    deliveries: list[JSONObject] = field(default_factory=list)
+    """Each delivery target's outcome: `{target, status, attempts, error?, delivery_id}`."""
+
+
+@dataclass(frozen=True, slots=True)
+class AutomationState:
+    """What an automation keeps across restarts: paused or not, its consecutive failures,
+    when its failure alert last went out."""
+
+    automation: str
+    paused: bool = False
+    failures: int = 0
+    alerted_at: datetime | None = None
+
+
 MemoryKind = Literal["user", "scope", "agent"]
 MEMORY_KINDS: tuple[MemoryKind, ...] = ("user", "scope", "agent")
 MAX_SEARCH_LIMIT = 50

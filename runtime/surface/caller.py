@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from runtime.surface.resolution import DEFAULT_SCOPE, SurfaceContext
 
@@ -65,3 +65,6 @@ class ChatRequest:
     continued when it exists, else started under an id derived from the caller and it."""
     face: str = "chat"
     """Which front end asked (`/metrics` counts turns by it)."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Kept on a session this turn starts (`kind: "automation"`, `read_only`); ignored when
+    it continues one."""

@@ -8,6 +8,7 @@ never satisfy a predicate that reads `ctx.claims["role"]`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import logging
@@ -156,6 +157,9 @@ class Surface:
     """Each granted MCP tool (`server__tool`, also in `tools`) -> the server it is called on."""
     fingerprint: str = field(default="", compare=False)
     """A hash of what was granted: a session rebuilds its resources when it changes."""
+    read_only: bool = False
+    """A run without write power (an automation without `writeEnabled`, SPEC 23): stores
+    are read-only, file writes are gone, and connections refuse every method but GET/HEAD."""
 
     def lacks(self, other: Surface) -> list[str]:
         """Tools `other` has and this surface does not, sorted (for the handoff note)."""
@@ -455,6 +459,33 @@ def _surface(
         unavailable=tuple(mcp.unavailable),
         mcp_tools=MappingProxyType(dict(from_servers)),
         fingerprint=hashlib.blake2b(granted.encode(), digest_size=8).hexdigest(),
+    )
+
+
+WRITING_FILE_TOOLS = frozenset({"write_file", "propose_source_change"})
+
+
+def read_only(surface: Surface) -> Surface:
+    """`surface` without write power: each store read-only, the file tools that write gone,
+    `read_only` set so connections refuse writes. Everything it drops is listed as excluded,
+    so `inspect` and the agent see why."""
+    if surface.read_only:
+        return surface
+    stores: dict[str, StoreMode] = dict.fromkeys(surface.stores, "read")
+    excluded = list(surface.excluded)
+    tools = set(surface.tools)
+    for tool in sorted(tools):
+        writes_store = tool.startswith("store__") and tool.rsplit("__", 1)[-1] in ("put", "delete")
+        if writes_store or tool in WRITING_FILE_TOOLS:
+            tools.discard(tool)
+            excluded.append(Exclusion("tool", tool, "this run is read-only (writeEnabled: false)"))
+    return dataclasses.replace(
+        surface,
+        tools=frozenset(tools),
+        stores=MappingProxyType(dict(sorted(stores.items()))),
+        excluded=tuple(excluded),
+        read_only=True,
+        fingerprint=surface.fingerprint + "-ro",
     )
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from runtime.outside.rest import Connections, Refused, needs_confirmation
+from runtime.outside.rest import READ_METHODS, Connections, Refused, needs_confirmation
 from runtime.repo.bundle import CustomTool, StoreDefinition, StoreMode
 from runtime.repo.registry import ASK_CHOICE, STOP_EXECUTION
 from runtime.storage import DocumentStorage
@@ -122,6 +122,11 @@ class ToolHandlerContext:
             )
         definition = self._context.bundle.connections[connection]
         method = method.upper()
+        if surface.read_only and method not in READ_METHODS:
+            raise PermissionError(
+                f"{method} {path} on connection {connection!r}: this run is read-only "
+                "(an automation writes only with writeEnabled: true)"
+            )
         if needs_confirmation(definition, method, path):
             raise PermissionError(
                 f"{method} {path} on connection {connection!r} needs a person's approval; "

@@ -35,6 +35,11 @@ def request_tool(bundle: Bundle, surface: Surface, connections: Connections) -> 
                 f"intent 'read' is for GET and HEAD; a {method} changes something: "
                 "say intent 'write' if that is what you mean"
             )
+        if surface.read_only and method not in READ_METHODS:
+            raise ToolError(
+                f"refused, nothing was sent: this run is read-only, a {method} changes "
+                "something (an automation writes only with writeEnabled: true)"
+            )
         try:
             return await connections.call(
                 connection,
@@ -51,6 +56,8 @@ def request_tool(bundle: Bundle, surface: Surface, connections: Connections) -> 
         # Only a call that would run waits for a person: a refused one fails at once.
         method, path = arguments["method"], arguments["path"]
         if arguments["intent"] == "read" and method not in READ_METHODS:
+            return False
+        if surface.read_only and method not in READ_METHODS:
             return False
         return needs_confirmation(granted[arguments["connection"]], method, path)
 

@@ -1,0 +1,179 @@
+"""The cron scheduler (SPEC 23) on an injected clock: each slot once across services on one
+database, missed slots after downtime, overlap skip and queue, pause, and a clock that
+jumps back never firing a slot twice. (`test_two_servers.py` runs real processes.)"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from runtime import Runtime
+from runtime.automations import Automations
+from runtime.storage import AutomationRunRecord
+from runtime.testing import ScriptedModel, hang
+from tests.automations._repo import FILES
+
+pytestmark = pytest.mark.anyio
+
+T10 = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+HOURLY = {"message": "Hourly at {{ slot }}.", "trigger": {"cron": "0 * * * *"}}
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def services(
+    make_repo: Callable[..., Path], tmp_path: Path
+) -> Callable[..., contextlib.AbstractAsyncContextManager[Automations]]:
+    database = tmp_path / "shared.db"
+
+    @contextlib.asynccontextmanager
+    async def open_one(clock: Clock, **spec: Any) -> AsyncIterator[Automations]:
+        repo = make_repo({**FILES, "automations/hourly.json": {**HOURLY, **spec}})
+        async with (
+            Runtime.open(repo, database=database) as rt,
+            Automations.open(rt, clock=clock) as service,
+        ):
+            yield service
+
+    return open_one
+
+
+async def ended(service: Automations, records: list[AutomationRunRecord]) -> list[Any]:
+    with anyio.fail_after(20):
+        return [await service.wait(r.id) for r in records]
+
+
+async def test_two_services_on_one_database_run_a_slot_once(
+    services, scripted_model: ScriptedModel
+):
+    scripted_model.reply("done at ten")
+    clock = Clock(T10 - timedelta(minutes=5))
+    async with services(clock) as one, services(clock) as two:
+        assert await one.tick() == [] and await two.tick() == []  # nothing due yet
+        clock.now = T10 + timedelta(seconds=1)
+        claimed: list[AutomationRunRecord] = []
+
+        async def tick(service: Automations) -> None:
+            claimed.extend(await service.tick())
+
+        async with anyio.create_task_group() as group:
+            for service in (one, two, one, two):
+                group.start_soon(tick, service)
+        assert [r.slot for r in claimed] == [T10]
+        (run,) = await ended(one, claimed)
+        assert run.status == "ok" and run.reply == "done at ten"
+    assert len(scripted_model.requests) == 1
+    assert scripted_model.requests[0].last_user == f"Hourly at {T10.isoformat()}."
+
+
+async def test_after_downtime_the_last_slot_fires_once_and_older_ones_are_missed(
+    services, scripted_model: ScriptedModel
+):
+    scripted_model.reply("ten").reply("one")
+    clock = Clock(T10 - timedelta(minutes=1))
+    async with services(clock) as service:
+        clock.now = T10 + timedelta(seconds=5)
+        await ended(service, await service.tick())
+    clock.now = T10 + timedelta(hours=3, minutes=20)  # down from 10:01 to 13:20
+    async with services(clock) as service:
+        claimed = await service.tick()
+        assert [(r.slot, r.status) for r in claimed] == [
+            (T10 + timedelta(hours=1), "missed"),
+            (T10 + timedelta(hours=2), "missed"),
+            (T10 + timedelta(hours=3), "running"),
+        ]
+        await ended(service, claimed[-1:])
+        assert await service.tick() == []  # and never again
+        runs = {r.slot: r.status for r in await service.runs("hourly")}
+        assert runs == {
+            T10: "ok",
+            T10 + timedelta(hours=1): "missed",
+            T10 + timedelta(hours=2): "missed",
+            T10 + timedelta(hours=3): "ok",
+        }
+
+
+async def test_a_new_automation_does_not_fire_slots_from_before_it_was_loaded(services):
+    clock = Clock(T10 + timedelta(minutes=30))
+    async with services(clock) as service:
+        assert await service.tick() == []
+        assert await service.runs("hourly") == []
+
+
+async def test_a_clock_that_jumps_back_never_fires_a_slot_twice(
+    services, scripted_model: ScriptedModel
+):
+    scripted_model.reply("once")
+    clock = Clock(T10 - timedelta(seconds=30))
+    async with services(clock) as service:
+        clock.now = T10 + timedelta(seconds=2)
+        await ended(service, await service.tick())
+        clock.now = T10 - timedelta(seconds=20)  # NTP steps the clock back
+        assert await service.tick() == []
+        clock.now = T10 + timedelta(seconds=3)
+        assert await service.tick() == []
+    async with services(clock) as fresh:  # a process that never saw the slot itself
+        assert await fresh.tick() == []
+        assert [r.slot for r in await fresh.runs("hourly")] == [T10]
+
+
+async def test_overlap_skip_records_a_slot_while_the_last_run_still_goes(
+    services, scripted_model: ScriptedModel
+):
+    scripted_model.enqueue(hang(30))
+    clock = Clock(T10 - timedelta(seconds=30))
+    async with services(clock, timeoutSeconds=7200) as service:
+        clock.now = T10 + timedelta(seconds=1)
+        (first,) = await service.tick()
+        clock.now = T10 + timedelta(hours=1, seconds=1)
+        (second,) = await service.tick()
+        assert (second.status, second.error) == ("skipped", "the previous run was still going")
+        assert (await service.get_run(first.id)).status == "running"
+        with anyio.fail_after(10):  # the hanging model call has begun: its step is used
+            while not scripted_model.requests:  # noqa: ASYNC110 (a server thread counts)
+                await anyio.sleep(0.02)
+
+
+async def test_overlap_queue_runs_the_slot_after_the_last_run_ends(
+    services, scripted_model: ScriptedModel
+):
+    scripted_model.enqueue(hang(1.5, then=None)).reply("second")
+    clock = Clock(T10 - timedelta(seconds=30))
+    async with services(clock, overlap="queue", timeoutSeconds=7200) as service:
+        clock.now = T10 + timedelta(seconds=1)
+        (first,) = await service.tick()
+        clock.now = T10 + timedelta(hours=1, seconds=1)
+        (second,) = await service.tick()
+        assert second.status == "queued"
+        done = await ended(service, [first, second])
+        assert [r.status for r in done] == ["ok", "ok"]
+        assert done[1].reply == "second"
+
+
+async def test_a_paused_automation_skips_its_slots_until_resumed(
+    services, scripted_model: ScriptedModel
+):
+    scripted_model.reply("back")
+    clock = Clock(T10 - timedelta(seconds=30))
+    async with services(clock) as service:
+        await service.pause("hourly")
+        clock.now = T10 + timedelta(seconds=1)
+        (skipped,) = await service.tick()
+        assert (skipped.status, skipped.error) == ("skipped", "paused")
+        await service.resume("hourly")
+        clock.now = T10 + timedelta(hours=1, seconds=1)
+        (run,) = await service.tick()
+        assert (await ended(service, [run]))[0].status == "ok"

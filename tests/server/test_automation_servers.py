@@ -1,0 +1,70 @@
+"""A cron automation with two real `amodal serve` processes on one database, SQLite and
+PostgreSQL (SPEC 23; docs/automations.md): both run the scheduler, the slot runs once, and
+its digest lands in the store once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+
+from runtime.testing import ScriptedModel, reply
+from tests.server.conftest import ServeProcess
+
+DIGESTS = {
+    "entity": {
+        "name": "Digest",
+        "key": "{run_id}",
+        "schema": {"run_id": {"type": "string"}, "reply": {"type": "string", "nullable": True}},
+    }
+}
+MINUTE = timedelta(minutes=1)
+REPO = {
+    "stores/digests.json": DIGESTS,
+    "automations/daily.json": {
+        "message": "Write the digest for {{ slot }}.",
+        "trigger": {"cron": "* * * * *"},  # every minute: a slot comes within 60 s
+        "deliver": [{"store": "digests"}],
+    },
+}
+
+
+def test_two_servers_run_each_cron_slot_once_and_deliver_it_once(
+    make_repo: Callable[..., Path],
+    serve: Callable[..., ServeProcess],
+    database_url: str | None,
+    scripted_model: ScriptedModel,
+) -> None:
+    repo = make_repo(REPO)
+    env = {"MODEL_MAIN": "scripted", **({"DATABASE_URL": database_url} if database_url else {})}
+    first, second = serve(repo, env, "--no-reload"), serve(repo, env, "--no-reload")
+    first.wait_ready()
+    second.wait_ready()
+    scripted_model.respond(lambda request: reply("Today: all quiet."))  # any slot's run
+    ready = datetime.now(UTC)
+    # The first slot after both servers were up (a slot is a whole minute).
+    deadline = time.monotonic() + 90
+    runs: list[dict[str, object]] = []
+    while time.monotonic() < deadline:
+        runs = httpx.get(f"{second.url}/automations/daily/runs", timeout=10).json()["runs"]
+        if any(r["status"] == "ok" for r in runs):
+            break
+        time.sleep(0.5)
+    ok = [r for r in runs if r["status"] == "ok"]
+    assert ok, (runs, first.output, second.output)
+    assert datetime.fromisoformat(str(ok[-1]["slot"])) > ready.replace(second=0) - MINUTE
+    time.sleep(3)  # both schedulers have ticked several times since
+    runs = httpx.get(f"{first.url}/automations/daily/runs", timeout=10).json()["runs"]
+    for_slot = [r for r in runs if r["slot"] == ok[-1]["slot"]]
+    assert len(for_slot) == 1, runs
+    # Every slot that ran, ran once: one model call each, whichever server claimed it.
+    assert len({r["slot"] for r in runs}) == len(runs)
+    assert len(scripted_model.requests) == len([r for r in runs if r["status"] == "ok"])
+    (run,) = for_slot
+    assert run["deliveries"][0]["status"] == "delivered"
+    document = httpx.get(f"{first.url}/stores/digests/{run['run_id']}", timeout=10)
+    assert document.status_code == 200, document.text
+    assert document.json()["document"]["reply"] == "Today: all quiet."
