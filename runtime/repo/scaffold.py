@@ -25,6 +25,32 @@ first and say which one you used.
         indent=2,
     )
     + "\n",
+    "agents/writer/AGENT.md": """\
+You are the writer. Turn the notes or the request you are given into a short, clear
+draft: plain words, short sentences, no filler.
+""",
+    "agents/writer/agent.json": json.dumps(
+        {"name": "Writer", "description": "Turns notes into a short, clear draft."}, indent=2
+    )
+    + "\n",
+    "evals/first.yaml": """\
+# Cases `amodal eval` runs: each is one message in a fresh session, and what the reply
+# must show. Run it again after you change an agent, then compare the two runs:
+# `amodal eval --compare previous latest`. The format is in docs/evals.md.
+agent: default
+cases:
+  - name: greets back
+    message: Hello!
+    expect:
+      reply_contains: hello
+      max_tool_calls: 3
+  - name: the writer drafts without tools
+    agent: writer
+    message: Write one sentence inviting the team to Friday's demo.
+    expect:
+      reply_contains: demo
+      max_tool_calls: 0
+""",
     "agents/main/AGENT.md": """\
 You are the operator console of this repo: you can use every agent, skill,
 store and tool it defines.
