@@ -216,3 +216,48 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+# ---------------------------------------------------------------- docs that drift
+
+
+def test_the_cli_synopsis_lists_every_command_and_every_schema() -> None:
+    from runtime.cli import main
+    from runtime.repo.schema import SCHEMA_NAMES
+
+    text = (PROJECT_ROOT / "docs/cli.md").read_text(encoding="utf-8")
+    synopsis = text.split("```text\n", 1)[1].split("```", 1)[0]
+    listed = {line.split()[0] for line in synopsis.splitlines()[1:] if line.startswith("  ")}
+    assert set(main.commands) <= listed
+    for command in main.commands:
+        assert f"## `amodal {command}" in text, command  # and a section of its own
+    for name in SCHEMA_NAMES:
+        assert f"wrote .schemas/{name}.schema.json" in text
+    assert f"name a schema ({', '.join(SCHEMA_NAMES)})" in text
+
+
+def test_the_store_examples_of_tools_md_fit_the_research_notes_schema() -> None:
+    import ast
+
+    from runtime.repo import load_repo
+    from runtime.stores import document_key, validate_document
+
+    bundle = load_repo(PROJECT_ROOT).bundle
+    assert bundle is not None
+    store = bundle.stores["research-notes"]
+    text = (PROJECT_ROOT / "docs/tools.md").read_text(encoding="utf-8")
+    section = text.split("### `ctx.store(name)`", 1)[1].split("###", 1)[0]
+    assert 'ctx.store("research-notes")' in section
+    put = section.split("await notes.put(", 1)[1].split("\n                                  ")[0]
+    document = ast.literal_eval(put.rsplit(")", 1)[0])
+    validate_document(store, document)  # raises on a document the store refuses
+    key = document_key(store, document)
+    assert f'notes.get("{key}")' in section and f'notes.delete("{key}")' in section
+
+
+def test_console_md_says_when_the_browser_tests_skip() -> None:
+    text = (PROJECT_ROOT / "docs/console.md").read_text(encoding="utf-8")
+    conftest = (PROJECT_ROOT / "tests/console/conftest.py").read_text(encoding="utf-8")
+    assert "AMODAL_REQUIRE_BROWSER" in conftest and "pytest.skip" in conftest
+    assert "never skip" not in text
+    assert "Without Chromium they are skipped" in text and "AMODAL_REQUIRE_BROWSER=1" in text

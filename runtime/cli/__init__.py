@@ -346,6 +346,14 @@ def _probe_servers(bundle: Bundle, agent: str) -> McpSnapshot:
     metavar="K=V",
     help="A request context value (repeatable).",
 )
+@click.option(
+    "--claim",
+    "claims",
+    multiple=True,
+    metavar="K=V",
+    help="A verified claim of the caller (repeatable), as `inspect` takes them: try a tool "
+    "a predicate gates on a claim. Continue its session with the same claims.",
+)
 @click.option("--session", "session_id", help="Continue this session.")
 @click.option("--json", "as_json", is_flag=True, help="Print one event per line as JSON.")
 @click.pass_obj
@@ -354,6 +362,7 @@ def chat(
     message: str | None,
     agent: str | None,
     contexts: tuple[str, ...],
+    claims: tuple[str, ...],
     session_id: str | None,
     as_json: bool,
 ) -> None:
@@ -365,6 +374,7 @@ def chat(
         message,
         agent=agent,
         context=_pairs(contexts, "--context"),
+        claims=_pairs(claims, "--claim"),
         session_id=session_id,
         as_json=as_json,
     )
