@@ -199,7 +199,7 @@ def init(path: Path) -> None:
         raise click.ClickException(str(error)) from error
     for file in written:
         click.echo(f"created {file}")
-    click.echo(f"next: cd {path} && amodal validate", err=True)
+    click.echo(f"next: {_cd(path)}amodal validate", err=True)
 
 
 @main.command()
@@ -235,6 +235,11 @@ def _print_findings(result: LoadResult, *, as_json: bool, errors_to_stderr: bool
         click.echo(str(error), err=errors_to_stderr)
     if result.errors:
         click.echo(f"{len(result.errors)} error(s): the repo is not valid", err=True)
+
+
+def _cd(folder: Path) -> str:
+    """`cd FOLDER && ` for a next-step hint, or nothing when FOLDER is where we are."""
+    return "" if folder.resolve() == Path.cwd().resolve() else f"cd {folder} && "
 
 
 def _location(file: str, line: int | None) -> str:
@@ -466,7 +471,7 @@ def _import_command(format_name: str, summary: str) -> None:
         if report.validation_errors:
             sys.exit(1)
         if not dry_run:
-            click.echo(f"next: cd {target} && amodal validate && amodal agents", err=True)
+            click.echo(f"next: {_cd(target)}amodal validate && amodal agents", err=True)
 
 
 _import_command(
