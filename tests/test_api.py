@@ -315,3 +315,14 @@ def _operator() -> Any:
     from runtime.surface.caller import Caller
 
     return Caller(operator=True)
+
+
+async def test_an_in_memory_database_as_the_docs_recommend_for_tests_logs_no_warning(
+    team: Path, events: Callable[[str], list[Any]]
+) -> None:
+    async with Runtime.open(
+        team, model=FunctionModel(lambda messages, tools: "ok"), database=":memory:"
+    ) as rt:
+        result = await rt.chat("hi")
+    assert result.text == "ok"
+    assert events("storage_not_wal") == []
