@@ -149,6 +149,12 @@ class UnknownAgentError(RequestError):
         super().__init__(f"unknown agent {name!r}; known agents: {listed}")
 
 
+FOR_THIS_CALLER = (
+    " for this caller: a session is found only with the claims it was started with "
+    "(pass the same ones)"
+)
+
+
 class SessionNotFoundError(RequestError):
     """No such session for this caller (another scope's session is not found either)."""
 
@@ -156,7 +162,8 @@ class SessionNotFoundError(RequestError):
     code = "unknown_session"
 
     def __init__(self, session_id: str) -> None:
-        super().__init__(f"unknown session {session_id!r}")
+        # The same words whoever asks: another caller's session is never said to exist.
+        super().__init__(f"unknown session {session_id!r}{FOR_THIS_CALLER}")
 
 
 class ConfirmationNotFoundError(RequestError):

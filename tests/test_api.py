@@ -17,6 +17,7 @@ from runtime import (
     InvalidRequestError,
     Runtime,
     SessionBusyError,
+    SessionNotFoundError,
     StorageClosedError,
     UnknownAgentError,
     events,
@@ -153,6 +154,24 @@ async def test_a_confirmation_is_answered_through_the_api(team: Path) -> None:
     ran = [e for e in result.events if isinstance(e, events.ToolResult)]
     assert ran[0].status == "ok" and ran[0].result == {"charged": 1}
     assert result.text == "charged it"
+
+
+async def test_confirming_without_the_claims_the_session_was_started_with_says_to_pass_them(
+    team: Path,
+) -> None:
+    def answer(messages: list[Any], tools: list[Any]) -> Any:
+        if messages[-1]["role"] == "tool":
+            return "charged it"
+        return tool_call("charge", {}, id="c1")
+
+    async with Runtime.open(team, model=FunctionModel(answer)) as rt:
+        waiting = await rt.chat("charge the card", claims={"sub": "ada"})
+        assert waiting.reason == "awaiting_confirmation"
+        with pytest.raises(SessionNotFoundError) as lost:
+            await rt.confirm(waiting.session_id, "c1", approve=True)
+        assert "the claims it was started with (pass the same ones)" in str(lost.value)
+        result = await rt.confirm(waiting.session_id, "c1", approve=True, claims={"sub": "ada"})
+    assert result.text == "charged it"  # nothing was lost by the refused answer
 
 
 async def test_claims_given_to_the_api_are_trusted_and_operator_means_unscoped(
@@ -296,3 +315,14 @@ def _operator() -> Any:
     from runtime.surface.caller import Caller
 
     return Caller(operator=True)
+
+
+async def test_an_in_memory_database_as_the_docs_recommend_for_tests_logs_no_warning(
+    team: Path, events: Callable[[str], list[Any]]
+) -> None:
+    async with Runtime.open(
+        team, model=FunctionModel(lambda messages, tools: "ok"), database=":memory:"
+    ) as rt:
+        result = await rt.chat("hi")
+    assert result.text == "ok"
+    assert events("storage_not_wal") == []

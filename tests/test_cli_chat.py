@@ -317,3 +317,37 @@ def test_serve_help_shows_host_port_and_no_reload(amodal: Callable[..., CliResul
     for option in ("--host", "--port", "--no-reload"):
         assert option in result.stdout
     assert "127.0.0.1" in result.stdout and "8000" in result.stdout
+
+
+# ---------------------------------------------------------------- --claim
+
+
+GATED_AGENT_PY = (
+    "def is_manager(ctx):\n    return ctx.claims.get('role') == 'manager'\n\n\n"
+    "agent = {'tools': [{'name': 'load_knowledge', 'conditional': is_manager}]}\n"
+)
+
+
+def test_claims_reach_the_predicates_on_every_turn_of_the_session(
+    chat: Chat, scripted_model: ScriptedModel, desk: Path
+) -> None:
+    (desk / "agents/triage/agent.json").unlink()
+    (desk / "agents/triage/agent.py").write_text(GATED_AGENT_PY, encoding="utf-8")
+    scripted_model.reply("Without the claim.").reply("With the claim.").reply("Again.")
+
+    plain = chat("Hi", "--agent", "triage")
+    claimed = chat("Hi", "--agent", "triage", "--claim", "role=manager", "--json")
+
+    assert plain.code == 0 and claimed.code == 0, plain.stderr + claimed.stderr
+    assert "load_knowledge" not in scripted_model.requests[0].tools
+    assert "load_knowledge" in scripted_model.requests[1].tools
+    session = session_of(claimed)
+    again = chat("More", "--session", session, "--claim", "role=manager")
+    assert again.code == 0, again.stderr
+    assert "load_knowledge" in scripted_model.requests[2].tools
+
+
+def test_a_claim_that_is_not_key_equals_value_is_a_usage_error(chat: Chat) -> None:
+    result = chat("Hi", "--claim", "manager")
+    assert result.code == 2
+    assert "'manager': write KEY=VALUE" in result.stderr

@@ -159,3 +159,105 @@ def test_the_chat_check_wants_a_reply_from_the_offline_model_and_no_warning() ->
     ]
     failed = "Error: no model is configured. Either ...\n"
     assert "the chat did not say it uses the offline model" in module.chat_problems(pip, failed)
+
+
+def tour() -> list[str]:
+    """The README's Five-minute tour: its commands, comments cut, one a line."""
+    text = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Five-minute tour", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_five_minute_tour_works_as_written_in_the_repo_amodal_init_makes(
+    tmp_path: Path,
+) -> None:
+    commands = tour()
+    assert commands[0] == "amodal init my-agents && cd my-agents"
+    serve = "amodal serve"
+    assert serve in commands  # it keeps running: started, asked for /health, stopped below
+    with ScriptedModel() as model:
+        model.respond(lambda request: "Hello! See you at Friday's demo.")
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": model.base_url,
+            "MODEL_MAIN": "scripted",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        }
+        env.pop("AMODAL_DATA_DIR", None)
+        env.pop("DATABASE_URL", None)
+        port = free_port()
+        started = (
+            f"amodal serve --port {port} & server=$!\n"
+            f"for _ in $(seq 1 150); do curl -sf localhost:{port}/health && break; sleep 0.2; done"
+            "\nkill $server; wait $server || true"
+        )
+        script = "set -e\n" + "\n".join(
+            started if command == serve else command for command in commands
+        )
+        ran = subprocess.run(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = ran.stdout
+    assert "writer" in out.split("DESCRIPTION", 1)[1]  # `amodal agents` lists the writer
+    assert '"status": "ok"' in out or '"status":"ok"' in out  # the server's /health
+    assert "2 cases: 2 passed" in out  # evals/first.yaml, run twice, then compared
+    assert "Error" not in ran.stderr
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# ---------------------------------------------------------------- docs that drift
+
+
+def test_the_cli_synopsis_lists_every_command_and_every_schema() -> None:
+    from runtime.cli import main
+    from runtime.repo.schema import SCHEMA_NAMES
+
+    text = (PROJECT_ROOT / "docs/cli.md").read_text(encoding="utf-8")
+    synopsis = text.split("```text\n", 1)[1].split("```", 1)[0]
+    listed = {line.split()[0] for line in synopsis.splitlines()[1:] if line.startswith("  ")}
+    assert set(main.commands) <= listed
+    for command in main.commands:
+        assert f"## `amodal {command}" in text, command  # and a section of its own
+    for name in SCHEMA_NAMES:
+        assert f"wrote .schemas/{name}.schema.json" in text
+    assert f"name a schema ({', '.join(SCHEMA_NAMES)})" in text
+
+
+def test_the_store_examples_of_tools_md_fit_the_research_notes_schema() -> None:
+    import ast
+
+    from runtime.repo import load_repo
+    from runtime.stores import document_key, validate_document
+
+    bundle = load_repo(PROJECT_ROOT).bundle
+    assert bundle is not None
+    store = bundle.stores["research-notes"]
+    text = (PROJECT_ROOT / "docs/tools.md").read_text(encoding="utf-8")
+    section = text.split("### `ctx.store(name)`", 1)[1].split("###", 1)[0]
+    assert 'ctx.store("research-notes")' in section
+    put = section.split("await notes.put(", 1)[1].split("\n                                  ")[0]
+    document = ast.literal_eval(put.rsplit(")", 1)[0])
+    validate_document(store, document)  # raises on a document the store refuses
+    key = document_key(store, document)
+    assert f'notes.get("{key}")' in section and f'notes.delete("{key}")' in section
+
+
+def test_console_md_says_when_the_browser_tests_skip() -> None:
+    text = (PROJECT_ROOT / "docs/console.md").read_text(encoding="utf-8")
+    conftest = (PROJECT_ROOT / "tests/console/conftest.py").read_text(encoding="utf-8")
+    assert "AMODAL_REQUIRE_BROWSER" in conftest and "pytest.skip" in conftest
+    assert "never skip" not in text
+    assert "Without Chromium they are skipped" in text and "AMODAL_REQUIRE_BROWSER=1" in text

@@ -25,7 +25,7 @@ def init(path: Path) -> None:
         raise click.ClickException(str(error)) from error
     for file in written:
         click.echo(f"created {file}")
-    click.echo(f"next: cd {path} && amodal validate", err=True)
+    click.echo(f"next: {_cd(path)}amodal validate", err=True)
 
 
 @click.command()
@@ -81,7 +81,7 @@ def _import_command(format_name: str, summary: str) -> None:
         if report.validation_errors:
             sys.exit(1)
         if not dry_run:
-            click.echo(f"next: cd {target} && amodal validate && amodal agents", err=True)
+            click.echo(f"next: {_cd(target)}amodal validate && amodal agents", err=True)
 
 
 _import_command(
@@ -94,3 +94,8 @@ _import_command(
     "Import OpenCode agents and skills from SOURCE: a project (.opencode/agent/, "
     "opencode.json), a config folder, or an agent folder.",
 )
+
+
+def _cd(folder: Path) -> str:
+    """`cd FOLDER && ` for a next-step hint, or nothing when FOLDER is where we are."""
+    return "" if folder.resolve() == Path.cwd().resolve() else f"cd {folder} && "

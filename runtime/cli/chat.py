@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import anyio
 
@@ -24,10 +25,13 @@ def run_chat(
     context: Mapping[str, str],
     session_id: str | None,
     as_json: bool,
+    claims: Mapping[str, str] | None = None,
 ) -> int:
-    """One turn (or an interactive loop without a message); the process exit code."""
+    """One turn (or an interactive loop without a message); the process exit code. The
+    caller is the operator, with `claims` when given (as `amodal inspect` takes them)."""
+    asked = _Asked(agent, dict(context), dict(claims or {}))
     try:
-        return anyio.run(_chat, bundle, message, agent, dict(context), session_id, as_json)
+        return anyio.run(_chat, bundle, message, asked, session_id, as_json)
     except AmodalError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
@@ -35,18 +39,26 @@ def run_chat(
         return 130
 
 
+@dataclass(slots=True)
+class _Asked:
+    """What every turn of this chat asks for: the root (sticky once named), and who asks."""
+
+    agent: str | None
+    context: dict[str, str]
+    claims: dict[str, str]
+
+
 async def _chat(
     bundle: Bundle,
     message: str | None,
-    agent: str | None,
-    context: dict[str, str],
+    asked: _Asked,
     session_id: str | None,
     as_json: bool,
 ) -> int:
     tracing = tracing_from_environment(os.environ)
     async with Runtime.open(bundle, observers=tracing) as runtime:
         if message is not None:
-            ok, _ = await _turn(runtime, message, agent, context, session_id, as_json)
+            ok, _ = await _turn(runtime, message, asked, session_id, as_json)
             return 0 if ok else 1
         failed = False
         while True:
@@ -57,11 +69,9 @@ async def _chat(
             if line.strip().split(maxsplit=1)[0] == "/compact":
                 await _compact(runtime, session_id, line.strip().removeprefix("/compact"))
             elif line.strip():
-                ok, session_id = await _turn(
-                    runtime, line.strip(), agent, context, session_id, as_json
-                )
+                ok, session_id = await _turn(runtime, line.strip(), asked, session_id, as_json)
                 failed = failed or not ok
-                agent = None  # the root is sticky; name it again only to re-root
+                asked.agent = None  # the root is sticky; name it again only to re-root
 
 
 async def _compact(runtime: Runtime, session_id: str | None, focus: str) -> None:
@@ -83,8 +93,7 @@ async def _compact(runtime: Runtime, session_id: str | None, focus: str) -> None
 async def _turn(
     runtime: Runtime,
     message: str,
-    agent: str | None,
-    context: dict[str, str],
+    asked: _Asked,
     session_id: str | None,
     as_json: bool,
 ) -> tuple[bool, str]:
@@ -92,7 +101,12 @@ async def _turn(
     status = _Status(enabled=not as_json and sys.stderr.isatty())
     ok, root = True, ""
     async for event in runtime.stream(
-        message, agent=agent, context=context, session_id=session_id, operator=True
+        message,
+        agent=asked.agent,
+        context=asked.context,
+        session_id=session_id,
+        claims=asked.claims,
+        operator=True,
     ):
         if as_json:
             print(json.dumps(event.to_json(), ensure_ascii=False), flush=True)

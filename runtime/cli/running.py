@@ -20,6 +20,14 @@ from runtime.cli._shared import Context, pairs, print_findings
     metavar="K=V",
     help="A request context value (repeatable).",
 )
+@click.option(
+    "--claim",
+    "claims",
+    multiple=True,
+    metavar="K=V",
+    help="A verified claim of the caller (repeatable), as `inspect` takes them: try a tool "
+    "a predicate gates on a claim. Continue its session with the same claims.",
+)
 @click.option("--session", "session_id", help="Continue this session.")
 @click.option("--json", "as_json", is_flag=True, help="Print one event per line as JSON.")
 @click.pass_obj
@@ -28,6 +36,7 @@ def chat(
     message: str | None,
     agent: str | None,
     contexts: tuple[str, ...],
+    claims: tuple[str, ...],
     session_id: str | None,
     as_json: bool,
 ) -> None:
@@ -39,6 +48,7 @@ def chat(
         message,
         agent=agent,
         context=pairs(contexts, "--context"),
+        claims=pairs(claims, "--claim"),
         session_id=session_id,
         as_json=as_json,
     )

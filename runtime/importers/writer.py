@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from runtime.importers.report import ImportReport, Outcome
 from runtime.repo import _markdown, _yaml, load_repo
 from runtime.repo.bundle import MAIN_AGENT
 from runtime.repo.registry import CALL_SUBAGENT, LOAD_SKILL
-from runtime.repo.scaffold import init_repo
+from runtime.repo.scaffold import files_to_init, init_repo
 from runtime.repo.templates import Template
 from runtime.tools.files import write_atomically
 
@@ -412,23 +412,56 @@ def declared_mcp_servers(target: Path) -> frozenset[str]:
         return frozenset()
 
 
+FILE_TOOL_NAMES = ("read_file", "write_file", "list_files", "glob_files", "grep_files")
+
+
+def root_notes(target: Path, files: Mapping[str, bytes]) -> list[str]:
+    """Where imported agents' file tools look: the new repo, unless told otherwise. In
+    Claude Code they saw the project; here they see the repo (whose own files are
+    protected), so "review my last change" would find no code."""
+    try:
+        config = json.loads((target / "amodal.json").read_text(encoding="utf-8"))
+        if config.get("fileTools", {}).get("root", ".") != ".":
+            return []  # pointed somewhere already
+    except (OSError, ValueError, AttributeError):
+        pass
+    for relative, data in files.items():
+        if not relative.endswith("/agent.json"):
+            continue
+        try:
+            tools = json.loads(data).get("tools", [])
+        except (ValueError, AttributeError):
+            continue
+        names = {tool if isinstance(tool, str) else tool.get("name") for tool in tools}
+        if names & set(FILE_TOOL_NAMES):
+            return [
+                "the file tools of imported agents work in this repo, not in your code: set "
+                '`"fileTools": {"root": "<the code\'s folder, relative to the repo>"}` in '
+                'amodal.json (e.g. ".." when the repo is a folder of the project) so they '
+                "can read it (docs/import.md)"
+            ]
+    return []
+
+
 def run_import(
     format_name: str, source: Path, target: Path, drafts: Drafts, *, dry_run: bool
 ) -> ImportReport:
     """Write `drafts` into the repo at `target` (made with `amodal init` when it has no
     amodal.json), validate it, and report; with `dry_run` nothing is written."""
     plan = build_plan(target, format_name, drafts)
-    written = []
+    written: list[str] = []
     if not (target / "amodal.json").is_file():
+        # The dry run counts the files `amodal init` would write, as the real run writes them.
         if dry_run:
-            written.append("amodal.json (a new repo, as `amodal init` makes it)")
+            written.extend(files_to_init(target, tour=False))
         else:
-            written.extend(str(path.relative_to(target)) for path in init_repo(target))
+            written.extend(str(path.relative_to(target)) for path in init_repo(target, tour=False))
     for relative, data in sorted(plan.files.items()):
         path = target / relative
         if path.is_file() and path.read_bytes() == data:
             continue
-        written.append(relative)
+        if relative not in written:
+            written.append(relative)
         if not dry_run:
             write_atomically(path, data)
     errors: tuple[str, ...] = ()
@@ -440,7 +473,7 @@ def run_import(
         source=str(source),
         target=str(target),
         outcomes=tuple(sorted(plan.outcomes, key=lambda o: (o.kind, o.source))),
-        notes=tuple(plan.notes + tier_notes(target, plan.tiers)),
+        notes=tuple(plan.notes + tier_notes(target, plan.tiers) + root_notes(target, plan.files)),
         written=tuple(written),
         dry_run=dry_run,
         validation_errors=errors,

@@ -20,6 +20,7 @@ from runtime.repo.bundle import (
     Bundle,
     CustomTool,
     Declared,
+    McpServerDefinition,
     StoreDefinition,
     server_of,
 )
@@ -123,6 +124,7 @@ def load_repo(
         # with typos shows every one of them in one pass.
         _check_agent(report, partial.definition, names, broken_fields=partial.broken_fields)
     _check_display_names(report, agents)
+    _warn_specialist_confirmations(report, agents, tools, outside.mcp)
     suites: list[Suite] = []
     if evals:
         # A reader of its own: suites are not part of what the bundle version hashes.
@@ -397,6 +399,56 @@ def _unknown(report: Report, entry: Declared, kind: str, candidates: Iterable[st
 
 def _fail(report: Report, entry: Declared, message: str) -> None:
     report.error(entry.origin.file, message, line=entry.origin.line, field=entry.origin.field)
+
+
+def _warn_specialist_confirmations(
+    report: Report,
+    agents: list[AgentDefinition],
+    tools: Iterable[CustomTool],
+    servers: Mapping[str, McpServerDefinition],
+) -> None:
+    """A tool that needs a person's approval, on an agent other agents call as a
+    specialist: a specialist is denied it (SPEC 7.4), so there it can never run."""
+    confirming = {tool.name for tool in tools if tool.confirm}
+    callers: dict[str, list[str]] = {}
+    for agent in agents:
+        for entry in agent.subagents:
+            callers.setdefault(entry.name, []).append(agent.name)
+    for agent in agents:
+        if agent.name not in callers:
+            continue
+        confirmed_servers = [
+            entry
+            for entry in agent.mcp
+            if entry.name in servers and servers[entry.name].confirm is True
+        ]
+        for entry in [*agent.tools, *confirmed_servers]:
+            if entry in confirmed_servers:
+                _warn_denied(report, entry, agent.name, callers[agent.name], "every tool of ")
+                continue
+            server = server_of(entry.name, servers)
+            needs = entry.name in confirming or (
+                server is not None
+                and servers[server].needs_confirmation(
+                    entry.name.removeprefix(servers[server].prefix)
+                )
+            )
+            if needs:
+                _warn_denied(report, entry, agent.name, callers[agent.name], "")
+
+
+def _warn_denied(
+    report: Report, entry: Declared, agent: str, callers: list[str], what: str
+) -> None:
+    by = ", ".join(repr(name) for name in sorted(callers))
+    report.warn(
+        entry.origin.file,
+        f"{what}{entry.name!r} needs a person's approval, and {agent!r} is a specialist of "
+        f"{by}: a specialist is denied such tools, so it runs only when a chat is rooted on "
+        f"{agent!r} (give the tool to the agent that calls the specialist instead)",
+        line=entry.origin.line,
+        field=entry.origin.field,
+    )
 
 
 def _check_display_names(report: Report, agents: list[AgentDefinition]) -> None:

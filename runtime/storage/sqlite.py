@@ -207,7 +207,9 @@ def _connect(path: Path) -> Connection:
     except sqlite3.Error as e:
         connection.close()
         raise StorageError(f"cannot set up the database {path}: {e}") from e
-    if mode != "wal":
+    # An in-memory database has no journal file to share ("memory" is its mode, and only
+    # this connection sees it): WAL would not apply, so it is nothing to warn about.
+    if mode != "wal" and str(path) != ":memory:":
         logger.warning(
             "storage_not_wal",
             extra={"event": "storage_not_wal", "database": str(path), "journal_mode": mode},

@@ -23,12 +23,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Page,
+    Playwright,
+    expect,
+    sync_playwright,
+)
 
 from runtime.testing import RecordedRequest, ScriptedModel, Step, reply, tool_call
 from tests.conftest import EXAMPLE_FILES, PROJECT_ROOT, write_repo
 from tests.server.conftest import ServeProcess
 
+# Every wait is for a state (an element, a text, an attribute), bounded generously: on a
+# loaded 2-core machine a page or a streamed reply took longer than Playwright's 5 s default
+# for `expect`, and two tests failed that way. A state that comes early ends the wait early.
+STATE_TIMEOUT_MS = 60_000
+expect.set_options(timeout=STATE_TIMEOUT_MS)
 ARTIFACTS = PROJECT_ROOT / "test-artifacts" / "console"
 CHROMIUM_FLAGS = [
     "--no-sandbox",  # as root (CI containers) the sandbox cannot start
@@ -274,7 +286,7 @@ class ConsoleErrors:
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(STATE_TIMEOUT_MS)  # actions (click, fill) wait as long
     page = context.new_page()
     errors = ConsoleErrors(page)
     yield page

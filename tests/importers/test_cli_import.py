@@ -54,6 +54,9 @@ def test_json_report_and_dry_run(amodal: Callable[..., CliResult], tmp_path: Pat
     assert dry.code == 0, dry.stderr
     assert not team.exists()
     rows = json.loads(dry.stdout)
+    notes = [row["note"] for row in rows if row["kind"] == "note"]
+    assert notes and all("fileTools" in note for note in notes)  # where its files are
+    rows = [row for row in rows if row["kind"] != "note"]
     assert rows == [
         {
             "source": "agents/code-reviewer.md",
@@ -76,3 +79,41 @@ def test_import_without_a_repo_or_into_is_a_clear_error(
 
     assert result.code == 1
     assert "no agent repo here" in result.stderr
+
+
+def test_a_dry_run_counts_the_files_the_import_writes_and_the_note_says_where_files_are(
+    amodal: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    source = write_repo(tmp_path / "claude-agents", {"code-reviewer.md": REVIEWER})
+    team = tmp_path / "my-team"
+
+    dry = amodal("import", "claude-code", str(source), "--into", str(team), "--dry-run")
+    real = amodal("import", "claude-code", str(source), "--into", str(team))
+
+    assert dry.code == 0 and real.code == 0, dry.stderr + real.stderr
+    written = sum(1 for path in team.rglob("*") if path.is_file())
+    assert f"would write {written} file(s) in {team}" in dry.stdout
+    assert f"; wrote {written} file(s) in {team}" in real.stdout
+    for report in (dry.stdout, real.stdout):
+        assert "note: the file tools of imported agents work in this repo" in report
+        assert '"fileTools": {"root":' in report
+    # Pointed at the code, the note is not repeated.
+    config = json.loads((team / "amodal.json").read_text())
+    (team / "amodal.json").write_text(json.dumps({**config, "fileTools": {"root": ".."}}))
+    again = amodal("import", "claude-code", str(source), "--into", str(team))
+    assert again.code == 0 and "fileTools" not in again.stdout
+
+
+def test_importing_into_the_current_folder_does_not_suggest_cd_dot(
+    amodal: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    source = write_repo(tmp_path / "claude-agents", {"code-reviewer.md": REVIEWER})
+    team = tmp_path / "my-team"
+    team.mkdir()
+
+    result = amodal("import", "claude-code", str(source), "--into", ".", cwd=team)
+    made = amodal("init", cwd=tmp_path / "claude-agents")
+
+    assert result.code == 0, result.stderr
+    assert "next: amodal validate && amodal agents" in result.stderr
+    assert "cd ." not in result.stderr and "cd ." not in made.stderr

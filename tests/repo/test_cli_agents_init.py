@@ -72,7 +72,7 @@ def test_agents_on_an_invalid_repo_prints_the_errors_and_exits_one(amodal, make_
     assert "did you mean 'role'?" in output
 
 
-def test_init_makes_a_repo_that_validates_and_lists_its_default_agent(amodal, tmp_path):
+def test_init_makes_a_repo_that_validates_and_lists_its_agents(amodal, tmp_path):
     target = tmp_path / "My Team"
 
     created = amodal("init", str(target))
@@ -86,7 +86,7 @@ def test_init_makes_a_repo_that_validates_and_lists_its_default_agent(amodal, tm
     assert validated.code == 0, validated.stdout + validated.stderr
     assert validated.json() == []
     assert "warning" not in validated.stderr
-    assert [row["name"] for row in listed.json()] == ["default"]
+    assert [row["name"] for row in listed.json()] == ["default", "writer"]  # the tour roots on it
 
 
 def test_init_without_a_path_uses_the_current_folder(amodal, tmp_path):

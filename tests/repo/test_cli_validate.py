@@ -292,3 +292,26 @@ def test_a_wrong_store_grant_does_not_also_fail_the_store_tools_that_need_it(amo
     assert result.code == 1
     [line] = result.stdout.splitlines()
     assert "stores.notes" in line and "needs its store" not in line
+
+
+def test_validate_warns_of_a_confirm_tool_on_an_agent_called_as_a_specialist(amodal, make_repo):
+    root = make_repo(
+        {
+            "tools/charge/tool.json": {"description": "Charge the card.", "confirm": True},
+            "tools/charge/handler.py": "async def handler(args, ctx):\n    return {}\n",
+            "agents/default/agent.json": {"subagents": ["billing"]},
+            "agents/billing/AGENT.md": "You bill.\n",
+            "agents/billing/agent.json": {"tools": ["charge"]},
+            "agents/solo/AGENT.md": "Rooted only.\n",
+            "agents/solo/agent.json": {"tools": ["charge"]},
+        }
+    )
+
+    result = amodal("validate", cwd=root)
+
+    assert result.code == 0, result.stdout + result.stderr  # a warning: the repo is valid
+    [warning] = [line for line in result.stderr.splitlines() if "approval" in line]
+    assert warning.startswith("agents/billing/agent.json:")
+    assert "'charge' needs a person's approval, and 'billing' is a specialist of 'default'" in (
+        warning
+    )

@@ -34,6 +34,7 @@ export class Transcript {
 
   reset() {
     this.element.replaceChildren();
+    this.pending = null; // the "reply on its way" sign of the turn being drawn
     this.run = null; // the root run of the turn being drawn
     this.agent = null;
     this.reply = null; // that run's reply element, made when it has something to show
@@ -62,6 +63,7 @@ export class Transcript {
 
   /** A problem of the page itself (a refused request, a lost connection). */
   problem(text) {
+    this.settle();
     this.element.append(h("p", { class: "problem", role: "alert" }, text));
   }
 
@@ -84,6 +86,10 @@ export class Transcript {
     this.run = run;
     this.agent = agent;
     this.reply = null;
+    // A sign that the reply is on its way, until it starts (or the turn ends without one).
+    this.settle();
+    this.pending = h("p", { class: "pending", role: "status" }, `${agent} is replying…`);
+    this.element.append(this.pending);
     this.tree?.upsert({ run_id: run, agent, depth: 0, status: "running" });
   }
 
@@ -197,7 +203,14 @@ export class Transcript {
     this.body().append(h("p", { class: "problem", role: "alert" }, event.message));
   }
 
+  /** The turn's reply started, or the turn ended: the "on its way" sign goes. */
+  settle() {
+    this.pending?.remove();
+    this.pending = null;
+  }
+
   on_done(event) {
+    this.settle();
     // A stored log has no `choice` or `confirmation_required`: what waits is known from
     // the calls of this turn that have no answer.
     for (const [callId, call] of this.calls) {
@@ -247,6 +260,7 @@ export class Transcript {
 
   body() {
     if (this.reply === null) {
+      this.settle();
       this.reply = h(
         "article",
         { class: "message reply", "data-agent": this.agent, "aria-busy": "true" },

@@ -2,7 +2,7 @@
 // the run that called it), labelled with its agent, showing status, depth and duration.
 // Fed live by subagent_start/subagent_end events, or whole by GET /sessions/{id}/runs.
 
-import { duration, h } from "./dom.js";
+import { duration, h, show } from "./dom.js";
 
 export class RunTree {
   constructor(element) {
@@ -36,7 +36,10 @@ export class RunTree {
     if (entry === undefined) entry = this.add(run);
     const known = { ...entry.run, ...definedOnly(run) };
     entry.run = known;
-    entry.facts.replaceChildren(
+    // Through `show`, which leaves the absent pieces out: replaceChildren would write
+    // a `null` duration as the text "null".
+    show(
+      entry.facts,
       h("span", { class: "agent" }, known.agent),
       h("span", { class: "status", "data-status": known.status }, known.status),
       h("span", { class: "depth" }, `depth ${known.depth}`),
