@@ -332,7 +332,12 @@ class UsageSql:
             total = Statement(f"SELECT {sums} FROM ({parts}) AS parts", tuple(values))
             summed = (await self._read(lambda: _only(total))).one()
             return [], _usage_row({}, summed or (0, 0, 0, None, 0, 0, 0), turns=6)
-        order = "k" if q.group_by == "day" else "SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, k"
+        order = (
+            "k"
+            if q.group_by == "day"
+            else "SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, "
+            "SUM(input_tokens) + SUM(output_tokens) DESC, k"
+        )
         grouped = Statement(
             f"SELECT k, {sums} FROM ({parts}) AS parts GROUP BY k ORDER BY {order} LIMIT ?",
             (*values, q.limit),
