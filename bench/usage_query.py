@@ -64,6 +64,11 @@ SELECT day, agent, model, 'u:' || owner, owner, scope_id, SUM(input_tokens), SUM
        SUM(cached_tokens), SUM(cost_usd), COUNT(*), SUM(turn_first), SUM(agent_first),
        SUM(model_first)
 FROM usage_records GROUP BY day, agent, model, owner, scope_id;
+INSERT INTO usage_session_days (session_id, day, owner, scope_id, input_tokens, output_tokens,
+                                cached_tokens, cost_usd, calls, turn_first)
+SELECT session_id, day, MIN(owner), MIN(scope_id), SUM(input_tokens), SUM(output_tokens),
+       SUM(cached_tokens), SUM(cost_usd), COUNT(*), SUM(turn_first)
+FROM usage_records GROUP BY session_id, day;
 INSERT INTO usage_owner_days (owner_key, day, tokens, cost_usd)
 SELECT 'u:' || owner, day, SUM(input_tokens + output_tokens), SUM(cost_usd)
 FROM usage_records GROUP BY owner, day

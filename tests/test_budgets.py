@@ -139,9 +139,10 @@ async def test_the_wall_clock_limit_ends_the_turn_with_a_last_answer(
     assert finished.budget is not None and finished.budget["limit"] == "maxTurnSeconds"
     assert finished.budget["used"] >= 0.5
     assert scripted_model.requests[-1].tools == []
-    # Stopped near 0.5 s (a few 0.15 s calls, however loaded the machine), not at the
-    # 25th tool call, and the last call was made after the limit to answer.
-    assert 2 <= len(scripted_model.requests) < 12
+    # Stopped near 0.5 s (a few 0.15 s calls, or none on a very loaded machine), not at the
+    # 25th tool call: every call had tools but the last, made after the limit to answer.
+    requests = scripted_model.requests
+    assert len(requests) < 12 and all(request.tools for request in requests[:-1])
 
 
 async def test_session_limits_count_the_earlier_turns(

@@ -237,6 +237,10 @@ _DAY_COLUMNS = (
     "day, agent, model, owner_key, owner, scope_id, input_tokens, output_tokens, "
     "cached_tokens, cost_usd, calls, turn_first, agent_first, model_first"
 )
+_SESSION_DAY_COLUMNS = (
+    "session_id, day, owner, scope_id, input_tokens, output_tokens, cached_tokens, cost_usd, "
+    "calls, turn_first"
+)
 _DAY_SUMS = (
     "input_tokens",
     "output_tokens",
@@ -325,10 +329,34 @@ class UsageSql:
             ),
         )
 
+        by_session = Statement(
+            f"INSERT INTO usage_session_days ({_SESSION_DAY_COLUMNS}) VALUES ({_marks(10)}) "
+            "ON CONFLICT (session_id, day) DO UPDATE SET "
+            + ", ".join(
+                f"{name} = usage_session_days.{name} + excluded.{name}" for name in _DAY_SUMS[:5]
+            )
+            + ", cost_usd = CASE WHEN usage_session_days.cost_usd IS NULL AND "
+            "excluded.cost_usd IS NULL THEN NULL ELSE COALESCE(usage_session_days.cost_usd, 0) "
+            "+ COALESCE(excluded.cost_usd, 0) END",
+            (
+                r.session_id,
+                row[8],
+                r.owner,
+                r.scope_id,
+                r.input_tokens,
+                r.output_tokens,
+                r.cached_tokens,
+                r.cost_usd,
+                1,
+                int(r.turn_first),
+            ),
+        )
+
         def keep() -> Operation[None]:
             yield insert
             yield add
             yield summed
+            yield by_session
 
         await self._write(keep)
 
@@ -375,7 +403,12 @@ class UsageSql:
             total = Statement(f"SELECT {sums} FROM ({parts}) AS parts", tuple(values))
             summed = (await self._read(lambda: _only(total))).one()
             return [], _usage_row({}, summed or (0, 0, 0, None, 0, 0, 0), turns=6)
-        order = "k" if q.group_by == "day" else "SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, k"
+        order = (
+            "k"
+            if q.group_by == "day"
+            else "SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, "
+            "SUM(input_tokens) + SUM(output_tokens) DESC, k"
+        )
         grouped = Statement(
             f"SELECT k, {sums} FROM ({parts}) AS parts GROUP BY k ORDER BY {order} LIMIT ?",
             (*values, q.limit),
@@ -408,9 +441,7 @@ class UsageSql:
             who, whose = f" AND scope_id = ? AND owner {d.same} ?", [q.scope_id, q.owner]
         columns = "input_tokens, output_tokens, cached_tokens, cost_usd"
         raw = f"SELECT {key}{columns}, 1 AS calls, {flag} AS turns, turn_first FROM usage_records"
-        if column == "session_id":
-            ranges, values = _ranges([(since, until)])
-            return f"{raw} WHERE {ranges}{who}", [*values, *whose]
+        daily = "usage_session_days" if column == "session_id" else "usage_days"
         first, end = _whole_days(q.since, q.until)
         if first is not None and end is not None and first >= end:  # within one day
             ranges, values = _ranges([(since, until)])
@@ -430,7 +461,7 @@ class UsageSql:
             if q.until is not None and q.until > stop:
                 edges.append((d.time(stop, "until"), until))
         summed = (
-            f"SELECT {key}{columns}, calls, {flag} AS turns, turn_first FROM usage_days "
+            f"SELECT {key}{columns}, calls, {flag} AS turns, turn_first FROM {daily} "
             f"WHERE {' AND '.join(days)}{who}"
         )
         if not edges:

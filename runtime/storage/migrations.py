@@ -222,7 +222,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         # Its `owner_key` is "u:" + the owner, or "-" for calls with none. `usage_days` sums
         # the calls by UTC day, agent, model, owner and scope the same way: a report over
         # whole days reads those sums, not every call (the partial days at the ends of its
-        # range, and a report by session, read the calls).
+        # range read the calls). `usage_session_days` does the same by session and day.
         """
         CREATE TABLE usage_records (
             session_id TEXT NOT NULL,
@@ -272,6 +272,20 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
             PRIMARY KEY (day, agent, model, owner_key, scope_id)
         );
         CREATE INDEX usage_days_by_scope_owner ON usage_days (scope_id, owner_key, day);
+        CREATE TABLE usage_session_days (
+            session_id TEXT NOT NULL,
+            day TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL,
+            cost_usd REAL,
+            calls INTEGER NOT NULL,
+            turn_first INTEGER NOT NULL,
+            PRIMARY KEY (session_id, day)
+        );
+        CREATE INDEX usage_session_days_by_day ON usage_session_days (day);
         """,
     ),
     Migration(
@@ -578,6 +592,20 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
             PRIMARY KEY (day, agent, model, owner_key, scope_id)
         );
         CREATE INDEX usage_days_by_scope_owner ON usage_days (scope_id, owner_key, day);
+        CREATE TABLE usage_session_days (
+            session_id TEXT NOT NULL,
+            day TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL,
+            cached_tokens BIGINT NOT NULL,
+            cost_usd DOUBLE PRECISION,
+            calls BIGINT NOT NULL,
+            turn_first BIGINT NOT NULL,
+            PRIMARY KEY (session_id, day)
+        );
+        CREATE INDEX usage_session_days_by_day ON usage_session_days (day);
         """,
     ),
     Migration(

@@ -320,7 +320,8 @@ class UsageRow:
 class UsageQuery:
     """Which calls a usage report counts: `since` <= at < `until` (None: unbounded), of one
     caller (`scope_id` and `owner`; `scope_id` None: everyone's), grouped by `group_by`
-    (None: the total only). Rows come by day in time order, else most expensive first;
+    (None: the total only). Rows come by day in time order, else most expensive first
+    (then by tokens: the order of calls without a price);
     at most `limit` of them (the total counts every call)."""
 
     since: datetime | None = None

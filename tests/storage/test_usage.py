@@ -169,7 +169,7 @@ async def test_a_range_over_several_days_counts_each_call_once(storage: Storage)
             for index, at in enumerate(times)
             if (since is None or at >= since) and (until is None or at < until)
         ]
-        for group in (None, "agent", "day"):
+        for group in (None, "agent", "day", "session"):
             rows, total = await storage.usage_report(
                 UsageQuery(since=since, until=until, group_by=group)  # type: ignore[arg-type]
             )
