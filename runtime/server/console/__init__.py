@@ -87,6 +87,10 @@ def add_console(app: FastAPI, auth: Authenticator) -> None:
     async def stores() -> HTMLResponse:
         return page("stores", title="Stores")
 
+    @app.get("/console/automations", include_in_schema=False)
+    async def automations() -> HTMLResponse:
+        return page("automations", title="Automations")
+
     @app.get("/console/health", include_in_schema=False)
     async def health() -> HTMLResponse:
         return page("health", title="Health")
