@@ -111,10 +111,11 @@ def validate(obj: _Context, as_json: bool, offline: bool, online: bool) -> None:
         sys.exit(1)
     if not as_json:
         bundle = result.bundle
+        automations = f"{len(bundle.automations)} automations, " if bundle.automations else ""
         click.echo(
             f"valid: {len(bundle.agents)} agents, {len(bundle.skills)} skills, "
             f"{len(bundle.stores)} stores, {len(bundle.knowledge)} knowledge documents, "
-            f"{len(bundle.tools)} custom tools, {len(bundle.automations)} automations, "
+            f"{len(bundle.tools)} custom tools, {automations}"
             f"{len(result.suites)} eval suites "
             f"(version {bundle.version})",
             err=True,
