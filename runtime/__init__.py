@@ -27,6 +27,7 @@ from runtime.exceptions import (
     InvalidRepoError,
     InvalidRequestError,
     LocalModelError,
+    MemoryNotFoundError,
     ModelConfigError,
     ModelError,
     NoModelError,
@@ -44,8 +45,6 @@ from runtime.exceptions import (
     UnknownAgentError,
     UnsupportedDatabaseError,
 )
-from runtime.repo import LoadResult, load_bundle, load_repo
-from runtime.repo.bundle import AgentDefinition, Bundle
 
 if TYPE_CHECKING:
     from runtime.api import (
@@ -78,10 +77,18 @@ if TYPE_CHECKING:
     from runtime.models.anthropic import AnthropicModel
     from runtime.models.openai import OpenAIModel
     from runtime.observe.hooks import RunObserver
+    from runtime.repo import LoadResult, load_bundle, load_repo
+    from runtime.repo.bundle import AgentDefinition, Bundle
 
-# What runs agents loads on first use, so `import runtime` costs what loading a repo needs
-# (a CLI command or a validation never pays for the turn loop; bench/load.py measures it).
+# Everything but the exceptions loads on first use: `import runtime` (and so every `amodal`
+# command, `--help` included) costs only what it uses; loading a repo pulls the loader and
+# never the turn loop (tests/test_cli_startup.py pins it; bench/load.py measures it).
 _ON_FIRST_USE = {
+    "LoadResult": "runtime.repo",
+    "load_bundle": "runtime.repo",
+    "load_repo": "runtime.repo",
+    "AgentDefinition": "runtime.repo.bundle",
+    "Bundle": "runtime.repo.bundle",
     "ChatResult": "runtime.api",
     "EarlierMessage": "runtime.api",
     "PastTurn": "runtime.api",
@@ -152,6 +159,7 @@ __all__ = [
     "InvalidRequestError",
     "LoadResult",
     "LocalModelError",
+    "MemoryNotFoundError",
     "Model",
     "ModelConfigError",
     "ModelError",

@@ -33,12 +33,21 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) and " " not in value else json.dumps(value, default=str)
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is when a record comes: a progress bar that takes
+    stderr over (`amodal eval`'s) then prints a log line above itself, not through it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def configure(level: int = logging.WARNING) -> None:
     """Send the `amodal` logger to stderr, once per process."""
     if any(isinstance(handler.formatter, EventFormatter) for handler in logger.handlers):
         logger.setLevel(level)
         return
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler(sys.stderr)
     handler.setFormatter(EventFormatter())
     logger.addHandler(handler)
     logger.setLevel(level)

@@ -18,6 +18,7 @@ import dataclasses
 import os
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from runtime import events
 from runtime._text import json_problem
 from runtime.engine.chats import ChatService, thread_session_id
 from runtime.engine.log import PastTurn, PromptEntry, TextEntry, position
+from runtime.engine.memories import delete_entry, list_entries
 from runtime.engine.model_pool import ModelRouter
 from runtime.engine.rooting import rootable
 from runtime.engine.services import Services
@@ -40,11 +42,16 @@ from runtime.outside.rest import Connections
 from runtime.repo.bundle import AgentDefinition, Bundle
 from runtime.repo.reload import LiveBundle, watch
 from runtime.storage import (
+    USAGE_GROUPS,
     AgentRunRecord,
+    MemoryEntry,
     PendingConfirmation,
     SessionRecord,
     Storage,
     StoredEvent,
+    UsageGroup,
+    UsageQuery,
+    UsageRow,
     default_database_path,
     open_storage,
 )
@@ -53,6 +60,18 @@ from runtime.surface.inspection import inspect_agent
 
 ModelChoice = str | Model | None
 """A model name, or any `Model` (`OpenAIModel(client, name)` for your own `openai` client)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    """What `Runtime.usage` found: one row per group (none without a group) and the total."""
+
+    rows: tuple[UsageRow, ...]
+    total: UsageRow
+
+    def as_json(self) -> dict[str, Any]:
+        """The shape of `GET /usage`: `{"rows": [...], "total": {...}}`."""
+        return {"rows": [row.as_json() for row in self.rows], "total": self.total.as_json()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -571,6 +590,41 @@ class Runtime:
             raise PermissionError("only an operator lists every pending confirmation")
         return await self.storage.list_all_pending(limit)
 
+    async def usage(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        group_by: UsageGroup | None = None,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+        limit: int = 1000,
+    ) -> UsageReport:
+        """What model calls spent from `since` to `until` (SPEC 22), grouped by `group_by`
+        (`agent`, `model`, `owner`, `scope`, `day`, or `session`); the caller's own calls
+        (every caller's for the operator). `InvalidRequestError` for a naive datetime, an
+        unknown group or a range that ends before it starts."""
+        caller = _caller(claims, operator)
+        if since is not None and until is not None and until < since:
+            raise InvalidRequestError("`until` is before `since`")
+        for name, moment in (("since", since), ("until", until)):
+            if moment is not None and moment.tzinfo is None:
+                raise InvalidRequestError(f"`{name}` needs a time zone (e.g. 2025-01-02T00:00Z)")
+        if group_by is not None and group_by not in USAGE_GROUPS:
+            raise InvalidRequestError(
+                f"unknown group {group_by!r}; group by one of {', '.join(USAGE_GROUPS)}"
+            )
+        query = UsageQuery(
+            since,
+            until,
+            group_by,
+            None if caller.operator else caller.scope_id,
+            caller.owner,
+            limit,
+        )
+        rows, total = await self.storage.usage_report(query)
+        return UsageReport(tuple(rows), total)
+
     async def delete_session(
         self,
         session_id: str,
@@ -579,6 +633,41 @@ class Runtime:
         operator: bool = False,
     ) -> None:
         await self._chats.delete_session(session_id, _caller(claims, operator))
+
+    async def memory(
+        self,
+        agent: str,
+        *,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+        owner: str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[MemoryEntry]:
+        """What `agent` remembers about the caller (SPEC 21), oldest first: the notes its
+        tools would reach for these claims. `owner` is the operator's filter: that owner's
+        notes (a `sub`; "" for the operator's own and the shared ones). `UnknownAgentError`
+        for an agent the bundle lacks."""
+        return await list_entries(
+            self._services.storage,
+            self.bundle,
+            agent,
+            _caller(claims, operator),
+            owner=owner,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def delete_memory(
+        self,
+        entry_id: str,
+        *,
+        claims: Mapping[str, str] | None = None,
+        operator: bool = False,
+    ) -> None:
+        """Delete one memory entry: the caller's own (or their scope's), or any for the
+        operator; `MemoryNotFoundError` for one the caller may not see."""
+        await delete_entry(self._services.storage, entry_id, _caller(claims, operator))
 
 
 def _request(
@@ -654,4 +743,5 @@ __all__ = [
     "RunningTurn",
     "Runtime",
     "SessionHistory",
+    "UsageReport",
 ]

@@ -25,6 +25,7 @@ DoneReason = Literal[
     "model_stop",
     "stop_execution",
     "max_tool_calls",
+    "budget_exhausted",
     "awaiting_choice",
     "awaiting_confirmation",
     "cancelled",
@@ -240,11 +241,21 @@ class ModelUsage(_Event):
     model: str
     usage: Usage
     fallback_from: str | None = None
+    cost_usd: float | None = None
+    """What the call cost (SPEC 22); None when the model's price is unknown."""
+    estimated: bool = False
+    """The provider reported no usage: the runtime counted it (on the wire only then)."""
 
     def _fields(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "usage": self.usage.as_json()}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "usage": self.usage.as_json(),
+            "cost_usd": self.cost_usd,
+        }
         if self.fallback_from is not None:
             body["fallback_from"] = self.fallback_from
+        if self.estimated:
+            body["estimated"] = True
         return body
 
 
@@ -282,14 +293,25 @@ class Error(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Done(_Event):
-    """Last of every turn, always: why it ended and the tokens of the whole turn."""
+    """Last of every turn, always: why it ended, the tokens and the cost of the whole turn
+    (`cost_usd`: None when no call had a known price), and for `budget_exhausted` the
+    limit it reached (`budget`: `{"limit", "value", "used"}`)."""
 
     type: ClassVar[str] = "done"
     reason: DoneReason
     usage: Usage
+    cost_usd: float | None = None
+    budget: dict[str, Any] | None = None
 
     def _fields(self) -> dict[str, Any]:
-        return {"reason": self.reason, "usage": self.usage.as_json()}
+        body: dict[str, Any] = {
+            "reason": self.reason,
+            "usage": self.usage.as_json(),
+            "cost_usd": self.cost_usd,
+        }
+        if self.budget is not None:
+            body["budget"] = self.budget
+        return body
 
 
 Event = (

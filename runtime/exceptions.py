@@ -12,6 +12,7 @@ AmodalError                       anything this package raises on purpose
  │    ├── UnknownAgentError       404: a request named an agent the bundle does not have
  │    ├── SessionNotFoundError    404: no such session for this caller
  │    ├── ConfirmationNotFoundError 404: no such pending confirmation
+ │    ├── MemoryNotFoundError     404: no such memory entry for this caller
  │    ├── SessionBusyError        409: the session has a turn running
  │    ├── InvalidRequestError     422: a request that is not valid (a string that is no text)
  │    │    └── InvalidEventIdError  422: `after` / `Last-Event-ID` is not an event id
@@ -166,6 +167,16 @@ class ConfirmationNotFoundError(RequestError):
 
     def __init__(self, session_id: str, call_id: str) -> None:
         super().__init__(f"no pending confirmation {call_id!r} in session {session_id!r}")
+
+
+class MemoryNotFoundError(RequestError):
+    """No such memory entry for this caller (another owner's entry is not found either)."""
+
+    status = 404
+    code = "unknown_memory"
+
+    def __init__(self, entry_id: str) -> None:
+        super().__init__(f"unknown memory entry {entry_id!r}")
 
 
 class SessionBusyError(RequestError):

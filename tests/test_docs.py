@@ -1,21 +1,26 @@
 """The documentation's Python examples run as written (each block is a whole script), from a
-copy of the example repo, against the scripted model over loopback."""
+copy of the example repo, against the scripted model over loopback; the README's two
+commands are what .ci/run runs, and install what the example repo needs."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from runtime.models.local import BUILD_OPTIONS, NO_MODEL
 from runtime.testing import ScriptedModel
 from tests.conftest import PROJECT_ROOT
 
-RUNNABLE = ("docs/python-api.md", "docs/observability.md", "docs/evals.md")
+RUNNABLE = ("README.md", "docs/python-api.md", "docs/observability.md", "docs/evals.md")
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
 
@@ -63,3 +68,94 @@ def test_security_md_names_the_owner_the_operators_sessions_really_have() -> Non
     assert Caller(operator=True).owner == OPERATOR_OWNER
     assert f"owned by `{OPERATOR_OWNER!r}`".replace("'", '"') in section
     assert "@operator`)," not in section and "owner `@operator`" not in section
+
+
+# ---------------------------------------------------------------- the README's commands
+
+
+def readme_commands() -> ModuleType:
+    """.ci/readme_commands.py, the extractor .ci/run uses (a script, not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "readme_commands", PROJECT_ROOT / ".ci" / "readme_commands.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pip_install(command: str) -> tuple[set[str], str]:
+    """The extras of the `pip install -e '.[...]'` in `command`, and its CMAKE_ARGS."""
+    words = shlex.split(command.replace("&&", " && "))
+    target = next(word for word in words if word.startswith(".["))
+    cmake = next(word for word in words if word.startswith("CMAKE_ARGS="))
+    return set(target[2:-1].split(",")), cmake.removeprefix("CMAKE_ARGS=")
+
+
+def ci_llama_options() -> str:
+    run = (PROJECT_ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    found = re.search(r'^llama_options="([^"]*)"$', run, re.M)
+    assert found is not None
+    return found.group(1)
+
+
+def test_the_readme_marks_the_two_commands_ci_runs_as_written() -> None:
+    commands = readme_commands().commands((PROJECT_ROOT / "README.md").read_text("utf-8"))
+    assert set(commands) == {"first", "test"}
+    assert commands["first"].rstrip().endswith('amodal chat "Hello! Who is on this team?"')
+    assert commands["test"].rstrip().endswith("python -m pytest")
+    run = (PROJECT_ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "readme_commands.py first" in run and "readme_commands.py test" in run
+    assert '-c "$first_command"' in run and '-c "$test_command"' in run
+
+
+def test_the_first_command_installs_every_extra_the_example_repo_uses() -> None:
+    from runtime.repo import load_repo
+
+    commands = readme_commands().commands((PROJECT_ROOT / "README.md").read_text("utf-8"))
+    extras, cmake = pip_install(commands["first"])
+    bundle = load_repo(PROJECT_ROOT).bundle
+    assert bundle is not None
+    needed = {"local"}  # no model is configured: the offline model answers
+    if bundle.mcp_servers:
+        needed.add("mcp")
+    assert needed <= extras
+    # Built as CI builds it, so CI's cached wheel is the build a user gets.
+    assert cmake == ci_llama_options() == BUILD_OPTIONS == "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
+    assert f'CMAKE_ARGS="{BUILD_OPTIONS}"' in NO_MODEL  # the hint a user without it gets
+    test_extras, test_cmake = pip_install(commands["test"])
+    assert {"dev", "local"} <= test_extras and test_cmake == cmake
+
+
+TEST_MARKER = "<!-- ci: test command (.ci/run runs this block as written) -->\n"
+BROKEN_EDITS = {
+    "unmarked": ("<!-- ci: first command", "<!-- first command"),
+    "a gap": (TEST_MARKER + "```sh", TEST_MARKER + "\n```sh"),
+    "twice": ("## Five-minute tour", TEST_MARKER + "```sh\nls\n```\n\n## Five-minute tour"),
+}
+
+
+@pytest.mark.parametrize("edit", BROKEN_EDITS)
+def test_a_readme_edit_that_loses_a_command_is_an_error_not_a_skipped_check(edit: str) -> None:
+    module = readme_commands()
+    text = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    old, new = BROKEN_EDITS[edit]
+    assert old in text
+    with pytest.raises(ValueError, match=r"README\.md"):
+        module.commands(text.replace(old, new))
+
+
+def test_the_chat_check_wants_a_reply_from_the_offline_model_and_no_warning() -> None:
+    module = readme_commands()
+    pip = "Installing amodal ...\nCollecting x\nSuccessfully installed amodal-runtime-0.1 x-1\n"
+    said = module.OFFLINE + " (smollm2, ...)\n(session 1a2b: ...)\n"
+    pip_noise = "WARNING: Location 'file:///opt/pypi/simple/x/' is ignored\n"
+    assert module.chat_problems(pip + "Hello! We are a desk.\n", pip_noise + said) == []
+    assert module.chat_reply(pip + "Hello!\n") == "Hello!"
+    assert module.chat_problems(pip, said) == ["the chat printed no reply"]
+    missing = "amodal.json: warning: MCP servers need the `mcp` extra: pip install ...\n"
+    assert module.chat_problems(pip + "Hi\n", missing + said) == [
+        f"the chat said: {missing.strip()}"
+    ]
+    failed = "Error: no model is configured. Either ...\n"
+    assert "the chat did not say it uses the offline model" in module.chat_problems(pip, failed)

@@ -152,3 +152,37 @@ async def test_a_summariser_call_is_a_model_span_under_the_turn_that_compacted(
     ]
     assert summarising
     assert all(span.parent is not None and span.parent.span_id in turns for span in summarising)
+
+
+async def test_spans_carry_the_cost_of_priced_models(
+    make_repo: Callable[..., Path], exporter: InMemorySpanExporter
+) -> None:
+    price = {"input": 3.0, "output": 15.0}
+    priced = {
+        **TEAM,
+        "amodal.json": {
+            "name": "priced",
+            "version": "1",
+            "models": {"main": {"model": "function-model", "price": price}},
+        },
+    }
+    spans = await traced_turn(make_repo(priced), exporter)
+    chats = by_name(spans, "chat function-model")
+    for chat in chats:
+        attributes = chat.attributes or {}
+        expected = (
+            attributes["gen_ai.usage.input_tokens"] * 3.0  # type: ignore[operator]
+            + attributes["gen_ai.usage.output_tokens"] * 15.0  # type: ignore[operator]
+        ) / 1e6
+        assert attributes["amodal.usage.cost_usd"] == pytest.approx(expected)
+    (turn,) = by_name(spans, "invoke_agent default")
+    total = sum(chat.attributes["amodal.usage.cost_usd"] for chat in chats)  # type: ignore[index,misc]
+    assert turn.attributes["amodal.usage.cost_usd"] == pytest.approx(total)  # type: ignore[index]
+
+
+async def test_an_unpriced_model_gives_no_cost_attribute(
+    make_repo: Callable[..., Path], exporter: InMemorySpanExporter
+) -> None:
+    spans = await traced_turn(make_repo(TEAM), exporter)
+    for span in spans.values():
+        assert "amodal.usage.cost_usd" not in (span.attributes or {})

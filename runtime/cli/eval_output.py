@@ -4,6 +4,7 @@ table and every failure explained on stdout; `--json` and `--junit` for machines
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +36,9 @@ from runtime.evals.runner import run_evals, select
 from runtime.exceptions import AmodalError
 from runtime.repo.bundle import Bundle
 from runtime.repo.eval_suites import Case, Suite
+from runtime.repo.model_bindings import resolve_chain
 
+DEFAULT_CONCURRENCY = 4
 _RESULT_STYLE = {"passed": "green", "failed": "red", "error": "yellow"}
 _RESULT_WORD = {"passed": "pass", "failed": "FAIL", "error": "ERROR"}
 
@@ -48,12 +51,16 @@ def run_command(
     names: Sequence[str],
     cases: Sequence[str],
     repeat: int,
-    concurrency: int,
+    concurrency: int | None,
     min_pass_rate: float | None,
     as_json: bool,
     junit: Path | None,
 ) -> int:
-    """Run the chosen cases; the exit status (0: every case passed)."""
+    """Run the chosen cases; the exit status (0: every case passed). `concurrency` None:
+    4 cases at once, or 1 on the offline model (it answers one call at a time, so cases
+    side by side would only wait for each other and time out)."""
+    if concurrency is None:
+        concurrency = 1 if uses_offline_model(bundle) else DEFAULT_CONCURRENCY
     if not suites:
         raise click.ClickException(
             "no eval suites: write evals/<name>.yaml with a few cases (see docs/evals.md)"
@@ -108,6 +115,14 @@ def run_command(
     else:
         _print_run(record, path)
     return 0 if record.ok else 1
+
+
+def uses_offline_model(bundle: Bundle) -> bool:
+    """True when no endpoint is configured for the session model: the offline one answers."""
+    try:
+        return resolve_chain(bundle.config, "default", os.environ) is None
+    except AmodalError:
+        return False  # misconfigured: the run reports it
 
 
 def compare_command(root: Path, a: str, b: str, *, as_json: bool) -> int:

@@ -261,6 +261,9 @@ class SessionConversation:
     async def fit(self, card: ModelCard, model: str, base: int) -> list[Event]:
         return await self._compactor.fit(card, model, base)
 
+    def tokens(self, base: int) -> int:
+        return self._view.tokens(base)
+
 
 def _cut(view: SessionView, keep: int) -> int | None:
     """The seq of the oldest user message kept whole, when anything is older than it."""

@@ -226,6 +226,10 @@ class AnswerEntry:
     usage: Usage
     fallback_from: str | None = None
     """The model asked for first, when a fallback answered (SPEC 25); stored only then."""
+    cost_usd: float | None = None
+    """What the call cost (SPEC 22); None when the price is unknown."""
+    estimated: bool = False
+    """The provider reported no usage; `usage` is the runtime's count (stored only then)."""
 
     def calls_data(self) -> list[JSONObject]:
         """The tool calls in their stored shape (Chat Completions' `tool_calls`, with the
@@ -251,6 +255,10 @@ class AnswerEntry:
         }
         if self.fallback_from is not None:
             body["fallback_from"] = self.fallback_from
+        if self.cost_usd is not None:
+            body["cost_usd"] = self.cost_usd
+        if self.estimated:
+            body["estimated"] = True
         return body
 
     @classmethod
@@ -270,6 +278,8 @@ class AnswerEntry:
             data.get("model", ""),
             Usage.from_json(data.get("usage")),
             data.get("fallback_from"),
+            data.get("cost_usd"),
+            bool(data.get("estimated")),
         )
 
     def events(self, at: Logged) -> list[Event]:
@@ -279,6 +289,8 @@ class AnswerEntry:
                 model=self.model,
                 usage=self.usage,
                 fallback_from=self.fallback_from,
+                cost_usd=self.cost_usd,
+                estimated=self.estimated,
             )
         ]
         found += [
@@ -599,16 +611,37 @@ class DoneEntry:
     kind: ClassVar[str] = "done"
     reason: DoneReason
     usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
+    budget: JSONObject | None = None
+    """The limit a `budget_exhausted` turn reached (SPEC 22)."""
 
     def data(self) -> JSONObject:
-        return {"reason": self.reason, "usage": self.usage.as_json()}
+        body: JSONObject = {"reason": self.reason, "usage": self.usage.as_json()}
+        if self.cost_usd is not None:
+            body["cost_usd"] = self.cost_usd
+        if self.budget is not None:
+            body["budget"] = self.budget
+        return body
 
     @classmethod
     def decode(cls, data: JSONObject) -> Self:
-        return cls(data["reason"], Usage.from_json(data.get("usage")))
+        return cls(
+            data["reason"],
+            Usage.from_json(data.get("usage")),
+            data.get("cost_usd"),
+            data.get("budget"),
+        )
 
     def events(self, at: Logged) -> list[Event]:
-        return [events.Done(**at.event_fields(), reason=self.reason, usage=self.usage)]
+        return [
+            events.Done(
+                **at.event_fields(),
+                reason=self.reason,
+                usage=self.usage,
+                cost_usd=self.cost_usd,
+                budget=self.budget,
+            )
+        ]
 
 
 _KINDS: dict[str, Any] = {
@@ -800,6 +833,7 @@ async def append(
             run_id=run_id,
             agent=agent,
             bundle_version=bundle_version,
+            search_text=_search_text(entry),
         )
     return Logged(
         session_id,
@@ -810,6 +844,14 @@ async def append(
         stored.created_at,
         entry,
     )
+
+
+def _search_text(entry: LogEntry) -> str | None:
+    """What `session_search` finds an entry by: the person's messages and the agents'
+    answers (never tool results, prompts or notes of the runtime's own)."""
+    if isinstance(entry, UserEntry | AnswerEntry):
+        return entry.text or None
+    return None
 
 
 class Publisher(Protocol):

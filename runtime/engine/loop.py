@@ -23,6 +23,15 @@ from typing import Any, Protocol
 
 import anyio
 
+from runtime.engine.budget import (
+    BudgetExhaustedError,
+    Charged,
+    Exhausted,
+    Ticket,
+    TurnBudget,
+    spent_message,
+    with_spend_notice,
+)
 from runtime.engine.log import (
     AnswerEntry,
     ChoiceEntry,
@@ -85,6 +94,11 @@ class RunSpec:
     """The identical call (same tool, same arguments) this many times in one run is refused."""
     nested: EventSink | None = None  # the root run streams its specialists' events from here
     observers: Observers = NO_OBSERVERS
+    budget: TurnBudget | None = None
+    """The turn's spend, shared by every run of its tree (SPEC 22); None: unbounded, and
+    no usage recorded."""
+    root: bool = False
+    """The run that roots the turn: told of its budget, and answers when it is spent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +142,10 @@ class Conversation(Protocol):
         and tool schemas), or raise `ContextOverflowError`; the events of what it did."""
         ...
 
+    def tokens(self, base: int) -> int:
+        """The input tokens of the next call (`base`: its prompts' and tool schemas')."""
+        ...
+
 
 class RunTranscript:
     """A specialist's conversation: its task, then what its run adds. Never compacted: one
@@ -149,11 +167,14 @@ class RunTranscript:
             self._messages.append(tool_message(entry))
 
     async def fit(self, card: ModelCard, model: str, base: int) -> list[Event]:
-        counted, tokens = self._reported or (0, base)
-        tokens += sum(message_tokens(m) for m in self._messages[counted:])
+        tokens = self.tokens(base)
         if tokens > card.input_budget:
             raise ContextOverflowError(model, card.context_window, tokens)
         return []
+
+    def tokens(self, base: int) -> int:
+        counted, tokens = self._reported or (0, base)
+        return tokens + sum(message_tokens(m) for m in self._messages[counted:])
 
 
 async def run_loop(
@@ -181,25 +202,59 @@ async def run_loop(
         out_of_budget = used >= spec.max_tool_calls
         for event in await conversation.fit(spec.card, spec.model.name, base):
             yield event
+        closing = OUT_OF_BUDGET if out_of_budget else None
+        ticket: Ticket | None = None
+        spent = False
+        if spec.budget is not None:
+            admitted = await _admit(spec, conversation, base, closing is not None)
+            if isinstance(admitted, Exhausted):
+                if not spec.root:
+                    raise BudgetExhaustedError(admitted.message())
+                closing, spent = spent_message(admitted), True
+                admitted = await _admit(spec, conversation, base, True)
+                if isinstance(admitted, Exhausted):  # not even a last answer fits
+                    yield RunOutcome("budget_exhausted", "")
+                    return
+            ticket = admitted
         reply: ModelReply | None = None
+        charged: list[Charged] = []  # the observers' report of the call reads it
         text = _TextBuffer()
-        async for item in _model_call(spec, conversation.messages(), out_of_budget):
-            if isinstance(item, ModelReply):
-                reply = item
-            elif text.add(item):
-                for event in await _record(spec, recorder, TextEntry(text.take())):
-                    yield event
+        try:
+            async for item in _model_call(spec, conversation.messages(), closing, charged):
+                if isinstance(item, ModelReply):
+                    reply = item
+                    if spec.budget is not None and ticket is not None:
+                        # Recorded before anything else: a crash from here on keeps it.
+                        charged.append(
+                            await spec.budget.charge(
+                                ticket, reply, spec.run_id, spec.agent, spec.card
+                            )
+                        )
+                        ticket = None
+                elif text.add(item):
+                    for event in await _record(spec, recorder, TextEntry(text.take())):
+                        yield event
+        except BaseException:
+            if ticket is not None and spec.budget is not None:
+                spec.budget.release(ticket)
+            raise
         if text:
             for event in await _record(spec, recorder, TextEntry(text.take())):
                 yield event
         assert reply is not None  # a model always ends with a reply or raises
-        calls = [] if out_of_budget else list(reply.tool_calls)
+        usage, cost, estimated = reply.usage, None, False
+        if charged:
+            usage, cost, estimated = charged[0].usage, charged[0].cost_usd, charged[0].estimated
+        calls = [] if closing is not None else list(reply.tool_calls)
         answer = AnswerEntry(
-            reply.text, tuple(calls), reply.model, reply.usage, reply.fallback_from
+            reply.text, tuple(calls), reply.model, usage, reply.fallback_from, cost, estimated
         )
         for event in await _record(spec, recorder, answer):
             yield event  # the model's usage, then one tool_call event per call
         conversation.add(answer)
+        if spent:
+            yield RunOutcome("budget_exhausted", reply.text)
+            return
         if out_of_budget or not calls:
             yield RunOutcome("max_tool_calls" if out_of_budget else "model_stop", reply.text)
             return
@@ -257,17 +312,35 @@ async def _record(spec: RunSpec, recorder: Recorder, entry: LogEntry) -> list[Ev
     return await recorder.record(entry, run_id=spec.run_id, agent=spec.agent)
 
 
+async def _admit(
+    spec: RunSpec, conversation: Conversation, base: int, final: bool
+) -> Ticket | Exhausted:
+    """Ask the turn's budget for the next call (`final`: without tools)."""
+    assert spec.budget is not None
+    prompts = _prompt_tokens(spec)
+    tokens = conversation.tokens(prompts if final else base)
+    keep = None
+    if spec.root and spec.budget.active:  # room for the root's last answer, kept
+        keep = tokens if final else conversation.tokens(prompts)
+    return await spec.budget.admit(
+        spec.card, spec.model.name, tokens, spec.settings.max_tokens, final=final, keep=keep
+    )
+
+
 def _model_call(
-    spec: RunSpec, conversation: list[Message], out_of_budget: bool
+    spec: RunSpec, conversation: list[Message], closing: str | None, charged: list[Charged]
 ) -> AsyncIterator[str | ModelReply]:
     """One model call; reported to the observers when there are any (without them, the
-    model's own stream: no layer a turn's every delta would pass through)."""
-    messages = _messages(spec, conversation, out_of_budget)
-    tools = None if out_of_budget or not spec.tools else [t.spec() for t in spec.tools.values()]
+    model's own stream: no layer a turn's every delta would pass through). `closing`: the
+    call is the run's last, without tools, and this tells the model why."""
+    messages = _messages(spec, conversation, closing)
+    tools = (
+        None if closing is not None or not spec.tools else [t.spec() for t in spec.tools.values()]
+    )
     stream = spec.model.stream(messages, tools, spec.settings, cache_key=spec.cache_key)
     if not spec.observers:
         return stream
-    return _observed_model_call(spec, stream, messages, tools)
+    return _observed_model_call(spec, stream, messages, tools, charged)
 
 
 async def _observed_model_call(
@@ -275,6 +348,7 @@ async def _observed_model_call(
     stream: AsyncIterator[str | ModelReply],
     messages: list[Message],
     tools: list[ToolSpec] | None,
+    charged: list[Charged],
 ) -> AsyncIterator[str | ModelReply]:
     started = ModelCallStarted(
         spec.session_id,
@@ -302,6 +376,11 @@ async def _observed_model_call(
                     fallback_from=item.fallback_from,
                     provider=item.provider,
                 )
+                yield item
+                if charged:  # what the call took as recorded: estimated when unreported
+                    took = charged[0]
+                    ended = dataclasses.replace(ended, usage=took.usage, cost_usd=took.cost_usd)
+                continue
             yield item
     except ModelError as error:
         ended = ModelCallEnded(0.0, error=str(error))
@@ -580,7 +659,12 @@ async def _results(
         payload = outcome.result if outcome.status == "ok" else {"error": outcome.error}
         if outcome.notice is not None:
             payload = with_notice(payload, outcome.notice)
-        content = encode_result(with_budget(payload, used, spec.max_tool_calls), spec.result_limit)
+        payload = with_budget(payload, used, spec.max_tool_calls)
+        if spec.root and spec.budget is not None:
+            spend = spec.budget.notice()
+            if spend is not None:
+                payload = with_spend_notice(payload, spend)
+        content = encode_result(payload, spec.result_limit)
         entry = ToolResultEntry(
             call.id,
             call.name,
@@ -599,10 +683,15 @@ def _base_tokens(spec: RunSpec) -> int:
     """What every call of the run sends besides the conversation: its prompts and tools."""
     tools = [tool.spec() for tool in spec.tools.values()]
     schemas = json.dumps([[t.name, t.description, dict(t.parameters)] for t in tools])
-    return estimate(spec.system_prompt) + estimate(spec.context_prompt or "") + estimate(schemas)
+    return _prompt_tokens(spec) + estimate(schemas)
 
 
-def _messages(spec: RunSpec, conversation: list[Message], out_of_budget: bool) -> list[Message]:
+def _prompt_tokens(spec: RunSpec) -> int:
+    """What a call without tools sends besides the conversation: its prompts."""
+    return estimate(spec.system_prompt) + estimate(spec.context_prompt or "")
+
+
+def _messages(spec: RunSpec, conversation: list[Message], closing: str | None) -> list[Message]:
     """System prompt, conversation, and the per-turn context just before the newest user
     message (the conversation before it stays a stable prefix for a provider's prompt cache)."""
     messages: list[Message] = [SystemMessage(spec.system_prompt), *conversation]
@@ -612,8 +701,8 @@ def _messages(spec: RunSpec, conversation: list[Message], out_of_budget: bool) -
             default=len(messages),
         )
         messages.insert(newest_user, SystemMessage(spec.context_prompt))
-    if out_of_budget:
-        messages.append(SystemMessage(OUT_OF_BUDGET))
+    if closing is not None:
+        messages.append(SystemMessage(closing))
     return messages
 
 

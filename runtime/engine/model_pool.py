@@ -102,7 +102,12 @@ class ModelRouter:
             else:
                 from runtime.models.openai import OpenAIModel
 
-                self._clients[key] = OpenAIModel.for_endpoint(endpoint)
+                client: Model = OpenAIModel.for_endpoint(endpoint)
+                if self._local is not None and endpoint == self._local:
+                    from runtime.models.local import OfflineModel
+
+                    client = OfflineModel(client)  # one call at a time, entities decoded
+                self._clients[key] = client
         return self._clients[key]
 
     async def _offline_model(self) -> ModelEndpoint:

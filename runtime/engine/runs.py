@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from runtime import events
+from runtime.engine.budget import TurnBudget
 from runtime.engine.log import (
     ProposalEntry,
     Recorder,
@@ -41,13 +42,13 @@ from runtime.models import ModelTier
 from runtime.observe.hooks import RunEnded, RunStarted
 from runtime.outside.mcp import NO_SERVERS, McpSnapshot
 from runtime.outside.rest import Connections
-from runtime.repo.bundle import Bundle
+from runtime.repo.bundle import AgentDefinition, Bundle
 from runtime.repo.model_bindings import model_card
-from runtime.repo.registry import CALL_SUBAGENT, REQUEST
+from runtime.repo.registry import CALL_SUBAGENT, MEMORY_ADD, REQUEST, SESSION_SEARCH
 from runtime.storage import AgentRunRecord, RunStatus, Storage, utc_now
-from runtime.surface.prompt import system_prompt
+from runtime.surface.prompt import memory_prompt, system_prompt
 from runtime.surface.resolution import Surface, SurfaceContext, read_only, resolve
-from runtime.tools import Tool, ToolContext
+from runtime.tools import Tool, ToolContext, ToolError
 from runtime.tools.builtin import build_tools
 from runtime.tools.custom import custom_tool
 from runtime.tools.delegation import (
@@ -57,6 +58,7 @@ from runtime.tools.delegation import (
     call_subagent_tool,
     task_message,
 )
+from runtime.tools.memory import memory_owner, memory_tools, owned_entries, session_search_tool
 from runtime.tools.remote import mcp_tools, request_tool
 
 _CANCELLED = "cancelled: the run ended before it finished"
@@ -81,7 +83,7 @@ class RunResult:
     def status(self) -> RunStatus:
         if self.outcome is None:
             return "error"
-        return "partial" if self.outcome.reason == "max_tool_calls" else "ok"
+        return "partial" if self.outcome.reason in ("max_tool_calls", "budget_exhausted") else "ok"
 
     @property
     def pending(self) -> PendingCall | None:
@@ -138,8 +140,13 @@ class TurnScope:
     services: Services
     recorder: SessionLog
     sink: EventSink
+    owner: str | None = None
+    """The turn's caller as an owner (`Caller.owner`): whose memory and sessions its
+    runs' tools reach, a specialist's too."""
     read_only: bool = False
     """Every run of the turn is without write power (`resolution.read_only`)."""
+    spend: TurnBudget | None = None
+    """The turn's token, cost and time budget, shared by every run of the tree (SPEC 22)."""
     budget: DelegationBudget = field(init=False)
     servers: McpSnapshot = field(init=False)
 
@@ -167,6 +174,21 @@ class TurnScope:
             ProposalEntry(proposal), run_id=context.run_id, agent=context.agent
         )
 
+    async def memory_prompt(
+        self, agent: AgentDefinition | None, caller: SurfaceContext
+    ) -> str | None:
+        """The notes `agent` keeps for this turn's caller, for the per-turn layer; None when
+        it keeps none (or the caller, for a memory of each person, is nobody)."""
+        config = self.bundle.memory(agent)
+        if agent is None or config is None:
+            return None
+        try:
+            owner = memory_owner(config, caller, self.owner)
+        except ToolError:
+            return None
+        entries = await owned_entries(self.storage, agent.name, owner)
+        return memory_prompt(entries, owner.kind)
+
     def tools_for(
         self, surface: Surface, caller: SurfaceContext, run_id: str, depth: int
     ) -> dict[str, Tool]:
@@ -174,6 +196,11 @@ class TurnScope:
         bundle = self.bundle
         tools = build_tools(bundle, surface, propose=self.propose, storage=self.storage)
         tools.update(mcp_tools(bundle, surface, self.servers, self.services.mcp))
+        memory = bundle.memory(bundle.agents.get(surface.agent))
+        if memory is not None and MEMORY_ADD in surface.tools:
+            tools.update(memory_tools(bundle, self.storage, memory))
+        if SESSION_SEARCH in surface.tools:
+            tools[SESSION_SEARCH] = session_search_tool(bundle, self.storage)
         if surface.connections:
             tools[REQUEST] = request_tool(bundle, surface, self.connections)
         if surface.subagents:
@@ -221,7 +248,8 @@ class TurnScope:
                 run_id=run_id,
                 agent=name,
                 system_prompt=system_prompt(bundle, agent, surface, caller.context),
-                context_prompt=None,  # CONTEXT.md is for the agent that roots the chat only
+                # CONTEXT.md is for the agent that roots the chat only; its own notes are its.
+                context_prompt=await self.memory_prompt(agent, caller),
                 tools=self.tools_for(surface, caller, run_id, depth),
                 max_tool_calls=agent.max_tool_calls or DEFAULT_SPECIALIST_BUDGET,
                 model=model,
@@ -229,12 +257,20 @@ class TurnScope:
                 settings=agent.model_settings,
                 cache_key=f"amodal:{bundle.config.name}:{name}",
                 tool_context=ToolContext(
-                    bundle, surface, caller, self.session_id, run_id, name, depth=depth
+                    bundle,
+                    surface,
+                    caller,
+                    self.session_id,
+                    run_id,
+                    name,
+                    depth=depth,
+                    owner=self.owner,
                 ),
                 interactive=False,
                 result_limit=bundle.config.limits.max_tool_result_chars,
                 repeat_limit=bundle.config.limits.repeated_call_limit,
                 observers=self.services.observers,
+                budget=self.spend,
             )
 
         self.recorder.stream_run(run_id)  # its events reach the client through the sink

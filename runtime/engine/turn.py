@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from runtime import events
+from runtime.engine.budget import Spender, TurnBudget
 from runtime.engine.compaction import Compactor, SessionConversation, compactor_for
 from runtime.engine.leases import TurnLease, recover
 from runtime.engine.log import (
@@ -47,9 +48,9 @@ from runtime.models import ModelSettings, ToolCallRequest
 from runtime.observe.hooks import TurnEnded, TurnStarted
 from runtime.repo.bundle import MAIN_AGENT, AgentDefinition, Bundle
 from runtime.repo.model_bindings import model_card
-from runtime.storage import AgentRunRecord, PendingConfirmation, SessionRecord, utc_now
+from runtime.storage import AgentRunRecord, PendingConfirmation, SessionRecord, Spend, utc_now
 from runtime.surface.caller import Caller, EarlierMessage
-from runtime.surface.prompt import context_prompt
+from runtime.surface.prompt import context_prompt, per_turn_prompt
 from runtime.surface.resolution import Surface, resolve
 from runtime.tools import ToolContext
 from runtime.tools.delegation import LABEL_CHARS
@@ -103,6 +104,14 @@ class Turn:
         sink = EventSink()
         self._view = services.views.get(session.id)
         self._log = SessionLog(services.storage, session.id, bundle.version, sink, self._view.add)
+        root = bundle.agents.get(rooting.agent)
+        self.spend = TurnBudget(
+            bundle.config.limits.over(root.limits if root is not None else None),
+            bundle.config,
+            services.storage,
+            Spender(session.id, self.run_id, session.owner, session.scope_id),
+        )
+        """What the turn spends, against its limits (SPEC 22)."""
         # A session started read-only (an automation's) stays so for every turn, confirmations
         # answered later included: the flag lives on the session, not on the request.
         self._scope = TurnScope(
@@ -112,7 +121,9 @@ class Turn:
             services,
             self._log,
             sink,
+            owner=caller.owner,
             read_only=bool(session.metadata.get("read_only")),
+            spend=self.spend,
         )
         self._consumed = False
 
@@ -164,7 +175,9 @@ class Turn:
             observers.notify(
                 "turn_ended",
                 started,
-                TurnEnded(reason, self.usage, time.monotonic() - clock, error),
+                TurnEnded(
+                    reason, self.usage, time.monotonic() - clock, error, self.spend.turn_cost
+                ),
             )
         with anyio.CancelScope(shield=True):
             ended = await self._finish(reason)
@@ -179,7 +192,11 @@ class Turn:
             await self.lease.release()
 
     async def _finish(self, reason: DoneReason) -> list[Event]:
-        done = await self._logged(DoneEntry(reason, self.usage))
+        spend = self.spend
+        limit = (
+            spend.exhausted.as_json() if spend.exhausted and reason == "budget_exhausted" else None
+        )
+        done = await self._logged(DoneEntry(reason, self.usage, spend.turn_cost, limit))
         await self.lease.release()
         self._scope.sink.close()
         return done
@@ -188,6 +205,7 @@ class Turn:
         bundle, storage, session = self.bundle, self.services.storage, self.session
         view = self._view
         await view.catch_up(storage)
+        self.spend.session_before(Spend(view.spent_tokens, view.spent_usd))
         answering = {self.resume.pending.call.id} if self.resume is not None else set()
         await recover(storage, view, answering)  # what a dead turn left open
         previous_turn = view.last_turn
@@ -236,7 +254,10 @@ class Turn:
                 run_id=self.run_id,
                 agent=self.agent,
                 system_prompt=await self._system_prompt(definition, surface),
-                context_prompt=context_prompt(definition, self.context),
+                context_prompt=per_turn_prompt(
+                    await self._scope.memory_prompt(definition, caller),
+                    context_prompt(definition, self.context),
+                ),
                 tools=self._scope.tools_for(surface, caller, self.run_id, 0),
                 max_tool_calls=_budget(bundle, definition),
                 model=model,
@@ -244,12 +265,20 @@ class Turn:
                 settings=definition.model_settings if definition else ModelSettings(),
                 cache_key=f"amodal:{bundle.config.name}:{self.agent}",
                 tool_context=ToolContext(
-                    bundle, surface, caller, session.id, self.run_id, self.agent
+                    bundle,
+                    surface,
+                    caller,
+                    session.id,
+                    self.run_id,
+                    self.agent,
+                    owner=self.caller.owner,
                 ),
                 result_limit=bundle.config.limits.max_tool_result_chars,
                 repeat_limit=bundle.config.limits.repeated_call_limit,
                 nested=self._scope.sink,
                 observers=self.services.observers,
+                budget=self.spend,
+                root=True,
             )
 
         result: RunResult | None = None

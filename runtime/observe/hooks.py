@@ -44,6 +44,8 @@ class TurnEnded:
     usage: Usage
     duration_s: float
     error: str | None = None
+    cost_usd: float | None = None
+    """What the turn's model calls cost, its specialists' included (None: no price known)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,8 @@ class ModelCallEnded:
     """The model asked for first, when a fallback answered (SPEC 25)."""
     provider: str | None = None
     """The provider that answered, when the model says."""
+    cost_usd: float | None = None
+    """What the call cost in USD (SPEC 22); None when the model's price is unknown."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ are read when Prometheus scrapes.
     amodal_tool_calls_total{tool,status}         ok, error, denied, timeout; a name the
                                                  run has no tool for is `(unknown)`
     amodal_tokens_total{kind}                    input, output, cached, cache_write
+    amodal_model_tokens_total{agent,model,kind}  the same, by agent and answering model
+    amodal_model_cost_usd_total{agent,model}     USD of the calls whose price is known
     amodal_running_turns                         sessions with a turn running here
     amodal_reload_failures_total                 reloads that kept the last good bundle
     amodal_mcp_servers{status}                   MCP servers by status (ready, starting, failed)
@@ -98,6 +100,18 @@ class Metrics(RunObserver):
             ["automation", "status"],
             registry=self.registry,
         )
+        self._model_tokens = Counter(
+            "amodal_model_tokens",
+            "Tokens of model calls, by agent, answering model and kind.",
+            ["agent", "model", "kind"],
+            registry=self.registry,
+        )
+        self._cost = Counter(
+            "amodal_model_cost_usd",
+            "USD spent on model calls whose price is known, by agent and answering model.",
+            ["agent", "model"],
+            registry=self.registry,
+        )
         self._compactions = Counter(
             "amodal_compactions",
             "Compactions of sessions' views, by stage (mask, summary).",
@@ -133,6 +147,13 @@ class Metrics(RunObserver):
         self._turn_seconds.observe(ended.duration_s)
 
     def model_call_ended(self, call: ModelCallStarted, ended: ModelCallEnded) -> None:
+        model = ended.model or call.model
+        spent = self._model_tokens
+        spent.labels(call.agent, model, "input").inc(ended.usage.input_tokens)
+        spent.labels(call.agent, model, "output").inc(ended.usage.output_tokens)
+        spent.labels(call.agent, model, "cached").inc(ended.usage.cached_tokens)
+        if ended.cost_usd is not None:
+            self._cost.labels(call.agent, model).inc(ended.cost_usd)
         self._model_seconds.labels(call.model).observe(ended.duration_s)
         self._tokens.labels("input").inc(ended.usage.input_tokens)
         self._tokens.labels("output").inc(ended.usage.output_tokens)

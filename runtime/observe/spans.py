@@ -89,6 +89,7 @@ class OpenTelemetryObserver(RunObserver):
                 "gen_ai.usage.input_tokens": ended.usage.input_tokens,
                 "gen_ai.usage.output_tokens": ended.usage.output_tokens,
                 "amodal.done_reason": ended.reason,
+                **_cost(ended.cost_usd),
             },
             ended.error if ended.reason == "error" else None,
         )
@@ -148,6 +149,7 @@ class OpenTelemetryObserver(RunObserver):
             "gen_ai.usage.input_tokens": ended.usage.input_tokens,
             "gen_ai.usage.output_tokens": ended.usage.output_tokens,
         }
+        attributes.update(_cost(ended.cost_usd))
         if ended.model is not None:
             attributes["gen_ai.response.model"] = ended.model
         if ended.provider is not None:
@@ -249,3 +251,8 @@ def exporting_observer(environ: Mapping[str, str]) -> OpenTelemetryObserver:
 
 
 __all__ = ["TRACE_CONTENT_ENV", "OpenTelemetryObserver", "exporting_observer"]
+
+
+def _cost(cost_usd: float | None) -> dict[str, float]:
+    """The span attribute of a cost (SPEC 22), when the price is known."""
+    return {} if cost_usd is None else {"amodal.usage.cost_usd": cost_usd}

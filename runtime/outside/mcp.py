@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from runtime._jsonschema import ArgumentCheck, argument_check, schema_problem
-from runtime.exceptions import ConfigurationError, ToolError
+from runtime.exceptions import ToolError
 from runtime.outside.secrets import scrub, scrub_text, scrubbed, scrubbed_prefix
 from runtime.repo.bundle import DEFAULT_MAX_RESULT_BYTES, McpServerDefinition
-from runtime.repo.integrations import EXTRA_HINT, sdk_available
+from runtime.repo.integrations import sdk_available
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -53,6 +53,8 @@ FIRST_RETRY, LAST_RETRY = 1.0, 60.0
 PING_INTERVAL = 30.0
 """How often an idle session is pinged, so `/health` notices a server that went away."""
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MISSING_SDK = "the `mcp` extra is not installed: pip install 'amodal-runtime[mcp]'"
+"""The error of every server while the SDK is missing (on /health, in inspect, in logs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +151,8 @@ class McpServers:
     ) -> AsyncIterator[McpServers]:
         """Start every server and wait for each one's first attempt (at most `START_TIMEOUT`
         apiece, all at once); leaving the block stops them all. `retry=False` tries each
-        once (`amodal inspect`, `amodal validate --online`)."""
-        if servers and not sdk_available():
-            raise ConfigurationError(EXTRA_HINT)
+        once (`amodal inspect`, `amodal validate --online`). Without the `mcp` extra every
+        server is `failed` with the pip command as its error: the rest of the repo runs."""
         async with anyio.create_task_group() as group:
             manager = cls(group, retry=retry)
             try:
@@ -172,9 +173,6 @@ class McpServers:
     def reconcile(self, servers: Mapping[str, McpServerDefinition]) -> None:
         """Run exactly these declarations: stop the servers that were removed or whose
         declaration changed, start the new and changed ones, leave the rest alone."""
-        if servers and not sdk_available():
-            logger.error("mcp_unavailable", extra={"event": "mcp_unavailable", "hint": EXTRA_HINT})
-            return
         for name, running in list(self._running.items()):
             if servers.get(name) != running.definition:
                 running.scope.cancel()
@@ -230,6 +228,16 @@ class _Server:
         self.owner._publish()
 
     async def supervise(self) -> None:
+        if not sdk_available():
+            # A missing optional part degrades, never blocks: the server is failed for the
+            # life of this process (installing the extra needs a restart, so no retries).
+            self._set(ServerState(self.name, "failed", (), MISSING_SDK))
+            logger.warning(
+                "mcp_server_failed",
+                extra={"event": "mcp_server_failed", "server": self.name, "error": MISSING_SDK},
+            )
+            self.first_attempt.set()
+            return
         delay = FIRST_RETRY
         with self.scope:
             while True:

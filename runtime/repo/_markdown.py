@@ -41,6 +41,8 @@ def headings(body: str) -> list[Heading]:
     found = []
     fence: str | None = None
     for index, line in enumerate(body.splitlines()):
+        if line.lstrip(" \t")[:1] not in ("#", "`", "~"):
+            continue  # neither a heading nor a fence: most lines, without a regex
         marker = _FENCE.match(line)
         if marker:
             fence = None if fence == marker.group(1) else (fence or marker.group(1))

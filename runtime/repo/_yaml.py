@@ -28,7 +28,9 @@ class YamlError(ValueError):
 def load(text: str) -> Any:
     """The document in `text` (None when empty); `YamlError` for a syntax error or an alias."""
     try:
-        for event in yaml.parse(text, Loader=_Loader):
+        # An alias is written `*name`: text without a `*` has none, and skips the scan.
+        events = yaml.parse(text, Loader=_Loader) if "*" in text else ()
+        for event in events:
             if isinstance(event, yaml.AliasEvent):
                 mark = event.start_mark
                 raise YamlError(

@@ -6,8 +6,11 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from runtime.models import ModelSettings
 from runtime.repo import _markdown
@@ -44,6 +47,18 @@ class _Config:
     config: AgentConfig
     source: Source
     fields: frozenset[str]  # the aliases the file actually sets
+    broken: frozenset[str] = frozenset()
+    """Aliases it sets whose values are wrong (reported): `config` holds their defaults."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartialAgent:
+    """An agent with errors of its own, built from the parts that are right, so that the
+    references those parts make are checked in the same pass (every problem at once)."""
+
+    definition: AgentDefinition
+    broken_fields: frozenset[str]
+    """The fields whose values were wrong: checks that read them are skipped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +66,14 @@ class LoadedAgents:
     agents: list[AgentDefinition]
     main: MainDefinition
     broken: frozenset[str]  # agents that exist but failed to load: not "unknown" to others
+    partial: tuple[PartialAgent, ...] = ()
 
 
 def load_agents(reader: Reader) -> LoadedAgents:
     directory = reader.root / AGENTS_DIR
     agents: list[AgentDefinition] = []
     broken: set[str] = set()
+    partials: list[PartialAgent] = []
     main = MainDefinition(None, frozenset(), "")
     if not directory.is_dir():
         reader.report.warn(AGENTS_DIR, "the repo has no agents/ directory")
@@ -79,17 +96,20 @@ def load_agents(reader: Reader) -> LoadedAgents:
                 "(rename the folder)",
             )
         elif entry.name == MAIN_AGENT:
-            main = _load_main(reader, entry)
+            main = reader.unit(relative, partial(_load_main, reader, entry))
         else:
-            agent = _load_agent(reader, entry)
-            if agent is not None:
+            agent = reader.unit(relative, partial(_load_agent, reader, entry))
+            if isinstance(agent, AgentDefinition):
                 agents.append(agent)
-            else:
-                broken.add(entry.name)
-    return LoadedAgents(agents, main, frozenset(broken))
+                continue
+            broken.add(entry.name)
+            if agent is not None:
+                partials.append(agent)
+    return LoadedAgents(agents, main, frozenset(broken), tuple(partials))
 
 
-def _load_agent(reader: Reader, folder: Path) -> AgentDefinition | None:
+def _load_agent(reader: Reader, folder: Path) -> AgentDefinition | PartialAgent | None:
+    """The agent's definition; with errors of its own, what can be built of it."""
     report, name = reader.report, folder.name
     base = f"{AGENTS_DIR}/{name}"
     _warn_extra_files(reader, folder)
@@ -129,7 +149,11 @@ def _load_agent(reader: Reader, folder: Path) -> AgentDefinition | None:
     layers = [layer for layer in (from_front, from_json, from_py) if layer is not None]
     # Built even without a prompt, so agent.py's predicates are checked in the same pass.
     definition = _definition(reader, name, layers, prompt or Template("", base), context)
-    return None if prompt is None or len(report.errors) > errors_before else definition
+    if prompt is not None and len(report.errors) == errors_before:
+        return definition
+    if definition is None:
+        return None
+    return PartialAgent(definition, frozenset().union(*(layer.broken for layer in layers)))
 
 
 def _definition(
@@ -192,9 +216,12 @@ def _definition(
         if settings
         else ModelSettings(),
         compaction=value("compaction", "compaction"),
+        memory_config=value("memory", "memory"),
         prompt=prompt,
         context=context,
         digest=reader.digest(f"{AGENTS_DIR}/{name}/"),
+        limits=value("limits", "limits"),
+        limits_origin=_origin(pick("limits"), ("limits",)),
     )
 
 
@@ -212,14 +239,14 @@ def _predicate(
     if layer is None or "conditional" not in entry.model_fields_set:
         return None
     conditional = entry.conditional
-    line = layer.source.line((*path, "conditional"))
     field = format_field((*path, "conditional"))
+    # The line only for an error: mapping lines parses the file again (ast for agent.py).
     if layer.source.syntax != "python":
         report.error(
             layer.source.path,
             "`conditional` is not allowed here: predicates are "
             "Python functions and live in agent.py",
-            line=line,
+            line=layer.source.line((*path, "conditional")),
             field=field,
         )
         return None
@@ -227,9 +254,8 @@ def _predicate(
         return None  # `"conditional": None` in agent.py: no predicate, as if absent
     problem = predicate_problem(conditional)
     if problem:
-        report.error(
-            layer.source.path, problem, line=callable_line(conditional) or line, field=field
-        )
+        line = callable_line(conditional) or layer.source.line((*path, "conditional"))
+        report.error(layer.source.path, problem, line=line, field=field)
         return None
     return conditional
 
@@ -318,8 +344,26 @@ def _read_agent_json(reader: Reader, relative: str) -> _Config | None:
     if not isinstance(data, dict):
         report.error(relative, "agent.json must be a JSON object", line=1)
         return None
-    config = report.validate(AgentConfig, data, source)
-    return _Config(config, source, frozenset(data)) if config else None
+    return _validated(report, AgentConfig, data, source)
+
+
+def _validated(
+    report: Report, model: type[AgentConfig], data: dict[str, Any], source: Source
+) -> _Config | None:
+    """`data` as `model`; when some fields are wrong, each problem is reported and the
+    configuration keeps the fields that are right (the others at their defaults, listed in
+    `broken`), so the references they make are checked in the same pass."""
+    try:
+        return _Config(model.model_validate(data), source, frozenset(data))
+    except ValidationError as error:
+        wrong = {str(detail["loc"][0]) for detail in error.errors() if detail["loc"]}
+    report.validate(model, data, source)  # reports every problem, with its line
+    kept = {key: value for key, value in data.items() if key not in wrong}
+    try:
+        config = model.model_validate(kept)
+    except ValidationError:
+        return None  # the problems are not of single fields: nothing is kept
+    return _Config(config, source, frozenset(data), frozenset(wrong & set(data)))
 
 
 def _read_agent_py(reader: Reader, path: Path, relative: str) -> _Config | None:
@@ -355,8 +399,7 @@ def _read_agent_py(reader: Reader, path: Path, relative: str) -> _Config | None:
             field="agent",
         )
         return None
-    config = report.validate(AgentConfig, agent, source)
-    return _Config(config, source, frozenset(agent)) if config else None
+    return _validated(report, AgentConfig, agent, source)
 
 
 def _frontmatter_config(
@@ -385,8 +428,7 @@ def _frontmatter_config(
         data = {
             key: value for key, value in data.items() if key not in CONFIG_FIELDS | {"displayName"}
         }
-    config = report.validate(FrontmatterConfig, data, source)
-    return _Config(config, source, frozenset(data)) if config else None
+    return _validated(report, FrontmatterConfig, data, source)
 
 
 def _warn_extra_files(reader: Reader, folder: Path) -> None:
@@ -419,7 +461,7 @@ def _load_main(reader: Reader, folder: Path) -> MainDefinition:
         return MainDefinition(None, tools, reader.digest(f"{base}/"))
     if (folder / "agent.json").is_file():
         parsed = _read_agent_json(reader, f"{base}/agent.json")
-        if parsed is not None:
+        if parsed is not None and not parsed.broken:
             tools = _main_tools(report, parsed)
     return MainDefinition(prompt, tools, reader.digest(f"{base}/"))
 

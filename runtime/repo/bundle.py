@@ -17,8 +17,10 @@ from runtime.exceptions import DefinitionError, DefinitionWarning
 from runtime.models import ModelSettings, ModelTier
 from runtime.repo.automations import AutomationDefinition
 from runtime.repo.formats import (
+    BudgetLimits,
     CompactionConfig,
     ContextInjection,
+    MemoryConfig,
     RepoConfig,
     StoreField,
 )
@@ -102,6 +104,12 @@ class AgentDefinition:
     context: Template | None
     digest: str
     """A hash of the agent's own files: a session rebuilds its prompt when it changes."""
+    memory_config: MemoryConfig | None = None
+    """Its own `memory`, or None for amodal.json's (`Bundle.memory` says which applies)."""
+    limits: BudgetLimits | None = None
+    """Its own budgets (SPEC 22), or None for amodal.json's."""
+    limits_origin: Origin = Origin("")
+    """Where `limits` was written."""
 
     @property
     def is_default(self) -> bool:
@@ -305,3 +313,11 @@ class Bundle:
             else agent.compaction
         )
         return chosen if chosen.enabled else None
+
+    def memory(self, agent: AgentDefinition | None) -> MemoryConfig | None:
+        """The memory of `agent` (its own, else amodal.json's); None: it keeps none.
+        Unscoped chat (`agent` None) keeps none: memory belongs to a named agent."""
+        if agent is None:
+            return None
+        chosen = agent.memory_config or self.config.memory
+        return chosen if chosen is not None and chosen.enabled else None

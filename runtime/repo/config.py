@@ -8,7 +8,8 @@ from typing import Any
 
 from runtime.repo._reader import Reader
 from runtime.repo._report import Report, Source, format_field
-from runtime.repo.formats import FOREIGN_REPO_KEYS, MODEL_ENTRIES, RepoConfig
+from runtime.repo.formats import FOREIGN_REPO_KEYS, MODEL_ENTRIES, BudgetLimits, RepoConfig
+from runtime.repo.model_bindings import configured_models, model_card
 
 CONFIG_FILE = "amodal.json"
 _ENV_REFERENCE = re.compile(r"^env:(.*)$", re.DOTALL)
@@ -50,7 +51,40 @@ def load_config(
     if config is None:
         return None, resolved
     check_fallbacks(config, source, report)
+    cost = cost_limit(config.limits)
+    if cost is not None:
+        for name in unpriced_models(config):
+            path = ("limits", cost)
+            report.error(
+                CONFIG_FILE,
+                unpriced_message(name, cost),
+                line=source.line(path),
+                field=format_field(path),
+            )
     return config, resolved
+
+
+def cost_limit(limits: BudgetLimits | None) -> str | None:
+    """The first limit in dollars that `limits` sets (its camelCase name), or None."""
+    if limits is None:
+        return None
+    for key in ("max_turn_cost_usd", "max_session_cost_usd", "max_daily_cost_usd_per_owner"):
+        if getattr(limits, key) is not None:
+            return BudgetLimits.model_fields[key].alias or key
+    return None
+
+
+def unpriced_message(model: str, limit: str) -> str:
+    return (
+        f"{limit} is a cost limit but model {model!r} has no known price: give its entry "
+        'in `models` a `"price": {"input": USD, "output": USD}` per million tokens'
+    )
+
+
+def unpriced_models(config: RepoConfig) -> list[str]:
+    """The models `models` names (tiers and fallbacks) with no price in the repo or the
+    catalog: a cost limit cannot be kept on them (SPEC 22)."""
+    return [name for name in configured_models(config) if model_card(config, name).price is None]
 
 
 def resolve_env(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import partial
 from types import MappingProxyType
 
 from runtime.repo._python import callable_line, handler_problem, run_module
@@ -25,7 +26,7 @@ def load_custom_tools(reader: Reader) -> list[CustomTool]:
         if not entry.is_dir():
             reader.report.warn(relative, "ignored: a custom tool is a folder `tools/<name>/`")
             continue
-        tool = _load_tool(reader, relative, entry.name)
+        tool = reader.unit(relative, partial(_load_tool, reader, relative, entry.name))
         if tool is not None:
             tools.append(tool)
     return tools

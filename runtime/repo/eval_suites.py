@@ -75,7 +75,7 @@ EXPECTATIONS = (
 
 
 class _Shape(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Expect(_Shape):

@@ -52,7 +52,6 @@ FOREIGN_REPO_KEYS = (
     "embed",
     "sandbox",
     "webTools",
-    "memory",
     "proactive",
     "stores",
 )
@@ -67,6 +66,7 @@ class Strict(BaseModel):
         alias_generator=to_camel,
         populate_by_name=False,
         str_strip_whitespace=False,
+        defer_build=True,
     )
 
 
@@ -357,7 +357,44 @@ class Delegation(Strict):
     max_concurrent: Count = Field(default=16, ge=1, le=256)
 
 
-class Limits(Strict):
+Amount = Annotated[float, PydanticStrict(), Field(gt=0, le=1e12)]
+"""A positive number as a file writes it (`"5"` or `true` are errors): dollars, seconds."""
+Tokens = Annotated[int, PydanticStrict(), Field(ge=1, le=10**15)]
+
+
+class BudgetLimits(Strict):
+    """What one turn, one session and one owner's day may spend (SPEC 22); unset: no bound.
+    Tokens are input plus output across the whole delegation tree."""
+
+    max_turn_tokens: Tokens | None = None
+    max_turn_cost_usd: Amount | None = None
+    max_turn_seconds: Amount | None = None
+    """Wall clock of the turn, its specialists included."""
+    max_session_tokens: Tokens | None = None
+    max_session_cost_usd: Amount | None = None
+    max_daily_cost_usd_per_owner: Amount | None = None
+    """Per owner per UTC day, across sessions, processes and replicas (counted in the
+    database)."""
+
+    def costs_money(self) -> bool:
+        """Whether a limit is in dollars (then every model called must have a price)."""
+        return any(
+            value is not None
+            for value in (
+                self.max_turn_cost_usd,
+                self.max_session_cost_usd,
+                self.max_daily_cost_usd_per_owner,
+            )
+        )
+
+    def over(self, other: BudgetLimits | None) -> BudgetLimits:
+        """These limits with every field `other` sets taken from `other` (an agent's own)."""
+        if other is None:
+            return self
+        return self.model_copy(update=other.model_dump(include=other.model_fields_set))
+
+
+class Limits(BudgetLimits):
     max_tool_calls: Count = Field(default=25, ge=1, le=200)
     max_tool_result_chars: Count = Field(default=20_000, ge=1_000, le=1_000_000)
     max_request_bytes: Count = Field(default=1_048_576, ge=1_024, le=104_857_600)
@@ -388,6 +425,31 @@ class CompactionConfig(Shorthand):
         return {"enabled": False} if data is False else data
 
 
+MemoryScope = Literal["user", "scope", "agent"]
+
+
+class MemoryConfig(Shorthand):
+    """`memory` (SPEC 21): the notes an agent keeps across sessions, whose they are, and how
+    many; `true` for the defaults, `false` for none."""
+
+    shorthand_schema: ClassVar[dict[str, Any]] = {"type": "boolean"}
+
+    scope: MemoryScope = "user"
+    """Whose notes: each person's (`user`, by the `sub` claim), one scope's, or the agent's."""
+    max_entries: Count = Field(default=50, ge=1, le=100)
+    max_chars: Count = Field(default=8000, ge=100, le=100_000)
+    """The characters of all of one owner's entries together."""
+    enabled: bool = True
+    """`{"enabled": false}` (the reference platform's spelling) is `false`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_switch(cls, data: Any) -> Any:
+        if data is True:
+            return {}
+        return {"enabled": False} if data is False else data
+
+
 class FileTools(Strict):
     root: str = "."
 
@@ -406,6 +468,8 @@ class RepoConfig(Strict):
     limits: Limits = Limits()
     file_tools: FileTools = FileTools()
     compaction: CompactionConfig = CompactionConfig()
+    memory: MemoryConfig | None = None
+    """The memory of agents that do not set their own (SPEC 21); None: none."""
     # Accepted for compatibility with the reference platform; the loader warns about each.
     packages: SkipJsonSchema[Any] = None
     pages: SkipJsonSchema[Any] = None
@@ -413,7 +477,6 @@ class RepoConfig(Strict):
     embed: SkipJsonSchema[Any] = None
     sandbox: SkipJsonSchema[Any] = None
     web_tools: SkipJsonSchema[Any] = None
-    memory: SkipJsonSchema[Any] = None
     proactive: SkipJsonSchema[Any] = None
     stores: SkipJsonSchema[Any] = None
 
@@ -484,6 +547,10 @@ class AgentConfig(Strict):
     model_settings: ModelSettingsFile | None = None
     compaction: CompactionConfig | None = None
     """None: amodal.json's `compaction`."""
+    memory: MemoryConfig | None = None
+    """None: amodal.json's `memory`."""
+    limits: BudgetLimits | None = None
+    """The budgets of a turn this agent roots (SPEC 22), field by field over amodal.json's."""
     max_depth: int | None = Field(default=None, ge=1, le=5)
     timeout: int | None = Field(default=None, ge=5, le=600)
     target_output_min: int | None = Field(default=None, ge=50, le=4000)

@@ -91,8 +91,15 @@ def load_connections(
             _load_folder(reader, entry, loaded, environ, offline)
     _check_prefixes(reader.report, loaded.mcp)
     if loaded.mcp and not sdk_available():
+        # A warning, not an error: a missing optional part degrades, never blocks. The
+        # servers run as `failed` (on /health, in inspect, told to the agent), the rest runs.
         first = min(loaded.mcp.values(), key=lambda server: (server.file, server.name))
-        reader.report.error(first.file, f"{EXTRA_HINT} (this repo declares MCP servers)")
+        names = ", ".join(sorted(loaded.mcp))
+        reader.report.warn(
+            first.file,
+            f"{EXTRA_HINT}; without it the MCP servers of this repo ({names}) do not start "
+            "and their tools are missing (everything else works)",
+        )
     return loaded
 
 

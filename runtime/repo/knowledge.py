@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from runtime.repo import _markdown
 from runtime.repo._reader import Reader
 from runtime.repo.bundle import KnowledgeDocument
@@ -19,13 +21,19 @@ def load_knowledge(reader: Reader) -> list[KnowledgeDocument]:
         if not entry.is_file() or entry.suffix != ".md":
             reader.report.warn(relative, "ignored: knowledge documents are `knowledge/*.md` files")
             continue
-        text = reader.read(relative)
-        if text is None:
-            continue
-        body = _markdown.split(text).body
-        title = next((h.title for h in _markdown.headings(body) if h.level == 1), entry.stem)
-        title = title.removeprefix("Knowledge:").strip() or entry.stem
-        if not body.strip():
-            reader.report.warn(relative, "the document is empty")
-        documents.append(KnowledgeDocument(entry.stem, title, body.strip(), relative))
+        document = reader.unit(relative, partial(_load_document, reader, relative, entry.stem))
+        if document is not None:
+            documents.append(document)
     return documents
+
+
+def _load_document(reader: Reader, relative: str, name: str) -> KnowledgeDocument | None:
+    text = reader.read(relative)
+    if text is None:
+        return None
+    body = _markdown.split(text).body
+    title = next((h.title for h in _markdown.headings(body) if h.level == 1), name)
+    title = title.removeprefix("Knowledge:").strip() or name
+    if not body.strip():
+        reader.report.warn(relative, "the document is empty")
+    return KnowledgeDocument(name, title, body.strip(), relative)

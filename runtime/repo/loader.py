@@ -9,7 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from runtime.exceptions import DefinitionError, DefinitionWarning, InvalidRepoError
-from runtime.repo._reader import Reader
+from runtime.repo._reader import LoadCache, Reader
 from runtime.repo._report import Report, did_you_mean, known, normalized
 from runtime.repo.agents import load_agents
 from runtime.repo.automations import load_automations, names_of
@@ -23,13 +23,15 @@ from runtime.repo.bundle import (
     StoreDefinition,
     server_of,
 )
-from runtime.repo.config import load_config
+from runtime.repo.config import cost_limit, load_config, unpriced_message, unpriced_models
 from runtime.repo.custom_tools import TOOLS_DIR, load_custom_tools
 from runtime.repo.eval_suites import Suite
 from runtime.repo.evals import EvalNames, load_suites
+from runtime.repo.formats import RepoConfig
 from runtime.repo.integrations import load_connections
 from runtime.repo.knowledge import load_knowledge
 from runtime.repo.registry import (
+    MEMORY_TOOLS,
     REQUEST,
     ToolInfo,
     builtin_tools,
@@ -63,16 +65,21 @@ def load_repo(
     environ: Mapping[str, str] | None = None,
     offline: bool = False,
     evals: bool = False,
+    cache: LoadCache | None = None,
 ) -> LoadResult:
     """Read and validate the agent repo at `root`; never raises for a problem in the repo.
 
     `environ` resolves `env:NAME` references (default: the process environment);
     `offline` checks only their form, for validating without the deployment's secrets;
     `evals` also reads and checks the eval suites of `evals/` (their problems are the
-    repo's errors then), which a served bundle never needs.
+    repo's errors then), which a served bundle never needs. `cache` (a reload keeps one
+    between loads of a repo) reuses each agent, skill, store, knowledge document and
+    custom tool whose files did not change: the result is the same as without it.
     """
+    if cache is not None:
+        cache.begin()
     report = Report()
-    reader = Reader(Path(root).resolve(), report)
+    reader = Reader(Path(root).resolve(), report, cache)
     environ = os.environ if environ is None else environ
     config, config_secrets = load_config(reader, environ, offline)
     stores = load_stores(reader)
@@ -83,6 +90,8 @@ def load_repo(
     outside = load_connections(reader, config, config_secrets, environ, offline)
     loaded_agents = load_agents(reader)
     agents, main = loaded_agents.agents, loaded_agents.main
+    if cache is not None:
+        cache.end()
 
     registry = _registry(report, stores, tools)
     broken = (
@@ -97,6 +106,7 @@ def load_repo(
         tools=MappingProxyType(registry),
         skills={loaded.skill.name: loaded for loaded in skills},
         agents=frozenset(agent.name for agent in agents),
+        broken_agents=loaded_agents.broken,
         broken=frozenset(normalized(name) for name in broken),
         stores=frozenset(store.name for store in stores),
         connections=frozenset(outside.rest),
@@ -106,6 +116,12 @@ def load_repo(
         _check_skill_tools(report, loaded, names)
     for agent in agents:
         _check_agent(report, agent, names)
+        if config is not None:
+            _check_prices(report, agent, config)
+    for partial in loaded_agents.partial:
+        # An agent with errors of its own: what is right of it is checked too, so a repo
+        # with typos shows every one of them in one pass.
+        _check_agent(report, partial.definition, names, broken_fields=partial.broken_fields)
     _check_display_names(report, agents)
     suites: list[Suite] = []
     if evals:
@@ -164,6 +180,9 @@ class _Names:
     tools: Mapping[str, ToolInfo]
     skills: Mapping[str, LoadedSkill]
     agents: frozenset[str]
+    broken_agents: frozenset[str]
+    """Agents that exist but have errors: a reference to one is not unknown, and a typo
+    of one is still offered as a did-you-mean."""
     stores: frozenset[str]
     connections: frozenset[str]
     mcp: frozenset[str] | None  # None when amodal.json failed: MCP names cannot be checked
@@ -204,17 +223,26 @@ def _failed(reader: Reader, directory: str, loaded: set[str], *, folders: bool) 
     return found - loaded
 
 
-def _check_agent(report: Report, agent: AgentDefinition, names: _Names) -> None:
+def _check_agent(
+    report: Report,
+    agent: AgentDefinition,
+    names: _Names,
+    *,
+    broken_fields: frozenset[str] = frozenset(),
+) -> None:
+    """The references `agent` makes. `broken_fields` are fields reported wrong already: the
+    checks that read them are skipped, so one mistake is never reported twice."""
     declared_stores = {grant.store: grant.mode for grant in agent.stores}
+    stores_known = "stores" not in broken_fields
     for entry in agent.tools:
-        _check_tool(report, entry, names, declared_stores)
+        _check_tool(report, entry, names, declared_stores if stores_known else None)
     for entry in agent.skills:
         _check_skill(report, entry, names)
     for entry in agent.subagents:
         if entry.name in (DEFAULT_AGENT, MAIN_AGENT):
             _fail(report, entry, f"{entry.name!r} is never callable as a specialist")
         elif entry.name not in names.agents and not names.is_broken(entry.name):
-            _unknown(report, entry, "agent", names.agents)
+            _unknown(report, entry, "agent", names.agents | names.broken_agents)
     for entry in agent.connections:
         if names.mcp is not None and entry.name in names.mcp:
             _fail(report, entry, f"{entry.name!r} is an MCP server: list it under `mcp`")
@@ -241,7 +269,11 @@ def _check_agent(report: Report, agent: AgentDefinition, names: _Names) -> None:
                 line=grant.origin.line,
                 field=grant.origin.field,
             )
-    if agent.skills and "load_skill" not in {entry.name for entry in agent.tools}:
+    if (
+        agent.skills
+        and not broken_fields  # a typo of `tools` is reported already
+        and "load_skill" not in {entry.name for entry in agent.tools}
+    ):
         report.warn(
             agent.skills[0].origin.file,
             f"agent {agent.name!r} declares skills but not "
@@ -251,14 +283,33 @@ def _check_agent(report: Report, agent: AgentDefinition, names: _Names) -> None:
         )
 
 
+def _check_prices(report: Report, agent: AgentDefinition, config: RepoConfig) -> None:
+    """An agent's cost limit needs every model it may call to have a price (SPEC 22)."""
+    limit = cost_limit(agent.limits)
+    if limit is None or cost_limit(config.limits) is not None:  # amodal.json's says it already
+        return
+    origin = agent.limits_origin
+    for name in unpriced_models(config):
+        report.error(
+            origin.file,
+            unpriced_message(name, limit),
+            line=origin.line,
+            field=f"limits.{limit}",
+        )
+
+
 def _check_tool(
-    report: Report, entry: Declared, names: _Names, declared_stores: Mapping[str, str]
+    report: Report, entry: Declared, names: _Names, declared_stores: Mapping[str, str] | None
 ) -> None:
+    """One entry of `tools`; `declared_stores` None when the agent's `stores` is broken."""
     name = entry.name
     if _is_mcp_tool(name, names):
         return  # an MCP tool: its names are known only once the server is reached
     if name == REQUEST:
         _fail(report, entry, "`request` comes with connections: list them under `connections`")
+        return
+    if name in MEMORY_TOOLS:
+        _fail(report, entry, f'{name!r} comes with memory: set `"memory": true` instead')
         return
     info = names.tools.get(name)
     if info is None:
@@ -270,6 +321,8 @@ def _check_tool(
         return
     # By the registry's kind, not the name: a custom tool may be called `store__x`.
     if info.kind == "store" and info.store is not None and info.op is not None:
+        if declared_stores is None:
+            return
         if info.store not in declared_stores:
             _fail(report, entry, f"{name!r} needs its store declared under `stores`")
         elif info.op not in store_ops(declared_stores[info.store]):  # type: ignore[arg-type]
@@ -361,4 +414,4 @@ def _check_display_names(report: Report, agents: list[AgentDefinition]) -> None:
             seen[key] = agent
 
 
-__all__ = ["LoadResult", "load_bundle", "load_repo"]
+__all__ = ["LoadCache", "LoadResult", "load_bundle", "load_repo"]

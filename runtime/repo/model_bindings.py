@@ -210,6 +210,12 @@ def model_card(config: RepoConfig, name: str) -> ModelCard:
     return card_for(name)
 
 
+def configured_models(config: RepoConfig) -> list[str]:
+    """The model names of `models` (tiers, then fallbacks), each once."""
+    names = [entry.model for entry in _entries(config) if entry.model]
+    return list(dict.fromkeys(names))
+
+
 def _entries(config: RepoConfig) -> list[ModelEntry]:
     """Every model entry of `models`: the tiers', then their fallbacks'."""
     tiers = [b for b in (config.models.main, config.models.simple, config.models.advanced) if b]

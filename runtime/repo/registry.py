@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 ToolKind = Literal[
-    "protocol", "delegation", "skill", "knowledge", "store", "file", "custom", "connection", "mcp"
+    "protocol",
+    "delegation",
+    "skill",
+    "knowledge",
+    "store",
+    "file",
+    "custom",
+    "connection",
+    "mcp",
+    "memory",
 ]
 StoreOp = Literal["get", "query", "put", "delete"]
 
@@ -31,6 +40,13 @@ FILE_TOOLS = (
     "grep_files",
     "propose_source_change",
 )
+MEMORY_ADD = "memory__add"
+MEMORY_REMOVE = "memory__remove"
+MEMORY_LIST = "memory__list"
+MEMORY_SEARCH = "memory__search"
+MEMORY_TOOLS = (MEMORY_ADD, MEMORY_REMOVE, MEMORY_LIST, MEMORY_SEARCH)
+"""What an agent with `memory` gets (SPEC 21); never listed in `tools`."""
+SESSION_SEARCH = "session_search"
 READ_OPS: tuple[StoreOp, ...] = ("get", "query")
 WRITE_OPS: tuple[StoreOp, ...] = ("put", "delete")
 
@@ -63,6 +79,23 @@ _BUILTIN_DESCRIPTIONS: dict[str, tuple[ToolKind, str]] = {
     "propose_source_change": (
         "file",
         "Propose a change to the agent repo for a person to review; never applied directly.",
+    ),
+    MEMORY_ADD: (
+        "memory",
+        "Remember one short note about the person (or whoever this memory belongs to) for "
+        "later sessions: a preference, a fact, a decision. One fact per note.",
+    ),
+    MEMORY_REMOVE: ("memory", "Forget one note by its id (from memory__list or memory__search)."),
+    MEMORY_LIST: ("memory", "List every note you keep, oldest first, with its id."),
+    MEMORY_SEARCH: (
+        "memory",
+        "Find your notes by words, best match first (every word must match; `or` between "
+        "alternatives).",
+    ),
+    SESSION_SEARCH: (
+        "memory",
+        "Search this person's own earlier sessions with you by words; gives each match's "
+        "session, agent, time and the words around it.",
     ),
 }
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import anyio
 from watchfiles import Change, awatch
 
-from runtime.exceptions import DefinitionError
-from runtime.repo import load_repo
+from runtime.exceptions import DefinitionError, InvalidRepoError
+from runtime.repo import LoadCache, load_repo
 from runtime.repo.bundle import Bundle
 
 logger = logging.getLogger("amodal")
@@ -26,6 +26,8 @@ class LiveBundle:
         self._bundle = bundle
         self._environ = environ
         self._lock = threading.Lock()
+        # Each reload re-parses only the agents, skills, stores... whose files changed.
+        self._cache = LoadCache()
         self.errors: tuple[DefinitionError, ...] = ()
         self.failed_reloads = 0
         """How many reloads failed since start (for `/metrics`)."""
@@ -34,9 +36,13 @@ class LiveBundle:
 
     @classmethod
     def load(cls, root: Path, environ: Mapping[str, str] | None = None) -> LiveBundle:
-        from runtime.repo import load_bundle
-
-        return cls(root, load_bundle(root, environ=environ), environ)
+        cache = LoadCache()
+        result = load_repo(root, environ=environ, cache=cache)
+        if result.bundle is None:
+            raise InvalidRepoError(result.errors, result.warnings)
+        live = cls(root, result.bundle, environ)
+        live._cache = cache  # the first reload reuses what this load parsed
+        return live
 
     def __call__(self) -> Bundle:
         return self._bundle
@@ -57,7 +63,9 @@ class LiveBundle:
     def _reload(self) -> bool:
         with self._lock:
             try:
-                result = load_repo(self.root, environ=self._environ or os.environ)
+                result = load_repo(
+                    self.root, environ=self._environ or os.environ, cache=self._cache
+                )
             except Exception as error:
                 # The loader reports every problem *in* the repo as a finding; it raises only
                 # when the tree changes under it (a folder removed between listing and

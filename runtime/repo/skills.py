@@ -6,6 +6,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 from runtime.repo import _markdown
 from runtime.repo._reader import Reader
@@ -46,7 +47,8 @@ def load_skills(reader: Reader) -> LoadedSkills:
         elif not (entry / "SKILL.md").is_file():
             reader.report.warn(relative, "ignored: the folder has no SKILL.md")
         else:
-            skill = _load_skill(reader, f"{relative}/SKILL.md", entry.name)
+            load = partial(_load_skill, reader, f"{relative}/SKILL.md", entry.name)
+            skill = reader.unit(relative, load)
             if skill is not None:
                 loaded.append(skill)
             else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import partial
 from types import MappingProxyType
 
 from runtime.repo._reader import Reader
@@ -26,7 +27,7 @@ def load_stores(reader: Reader) -> list[StoreDefinition]:
         if not entry.is_file() or entry.suffix != ".json":
             reader.report.warn(relative, "ignored: a store is a `stores/<name>.json` file")
             continue
-        store = _load_store(reader, relative, entry.stem)
+        store = reader.unit(relative, partial(_load_store, reader, relative, entry.stem))
         if store is not None:
             stores.append(store)
     return stores
@@ -62,7 +63,7 @@ def _load_store(reader: Reader, relative: str, name: str) -> StoreDefinition | N
         return None
     entity = parsed.entity
     key_fields = tuple(_PLACEHOLDER.findall(entity.key))
-    key_line = source.line(("entity", "key"))
+    key_path = ("entity", "key")  # its line only for an error: mapping lines re-parses
     if (
         not key_fields
         or "{" in _PLACEHOLDER.sub("", entity.key)
@@ -72,7 +73,7 @@ def _load_store(reader: Reader, relative: str, name: str) -> StoreDefinition | N
             relative,
             f"key template {entity.key!r} must name schema fields in braces, "
             "like '{id}' or 'note:{id}'",
-            line=key_line,
+            line=source.line(key_path),
             field="entity.key",
         )
         return None
@@ -84,7 +85,7 @@ def _load_store(reader: Reader, relative: str, name: str) -> StoreDefinition | N
                 f"key field {field!r} is not in the schema"
                 f"{did_you_mean(field, entity.schema_)}; schema fields: "
                 + ", ".join(sorted(entity.schema_)),
-                line=key_line,
+                line=source.line(key_path),
                 field="entity.key",
             )
             return None
@@ -93,7 +94,7 @@ def _load_store(reader: Reader, relative: str, name: str) -> StoreDefinition | N
                 relative,
                 f"key field {field!r} is of type {spec.type!r}; a key field "
                 f"must be one of {', '.join(_KEY_TYPES)}",
-                line=key_line,
+                line=source.line(key_path),
                 field="entity.key",
             )
             return None

@@ -2,11 +2,11 @@
 and the protocol faces (SPEC 24).
 
 A thin layer over `Runtime`, one router per resource: `chat_routes`, `session_routes`,
-`agent_routes`, `store_routes` and `admin_routes`; their routes get the runtime and the
-verified caller from `dependencies`, their bodies are `inputs`. The faces (`faces/`) add
-a router each. In front of them all, the request guard bounds and checks every request;
-behind them, `errors` gives every refusal as `{"error": {"code", "message"}}`; `openapi`
-makes the document say what they answer.
+`agent_routes`, `store_routes`, `memory_routes` and `admin_routes`; their routes get the
+runtime and the verified caller from `dependencies`, their bodies are `inputs`. The faces
+(`faces/`) add a router each. In front of them all, the request guard bounds and checks
+every request; behind them, `errors` gives every refusal as `{"error": {"code",
+"message"}}`; `openapi` makes the document say what they answer.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from runtime.server import (
     automation_routes,
     chat_routes,
     faces,
+    memory_routes,
     session_routes,
     store_routes,
+    usage_routes,
 )
 from runtime.server.auth import Authenticator
 from runtime.server.console import add_console
@@ -40,6 +42,8 @@ ROUTERS = (
     admin_routes.router,
     store_routes.router,
     automation_routes.router,
+    memory_routes.router,
+    usage_routes.router,
 )
 # The protocol faces (SPEC 24), each its own router over the runtime and the credentials.
 FACES = (

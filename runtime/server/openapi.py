@@ -118,7 +118,7 @@ _WHY = {
     401: "No credential, an unknown one, or a JWT that does not verify (`unauthorized`)",
     403: "The caller may not do this (`forbidden`), or a browser page of another site sent "
     "a request that changes something (`cross_site`)",
-    404: "No such agent, session, confirmation, store or document for this caller",
+    404: "No such agent, session, confirmation, store, document or memory entry for this caller",
     409: "The session has a turn running (`session_busy`)",
     413: "The body is larger than `limits.maxRequestBytes` (`body_too_large`)",
     422: "The request is not valid: its message says what and where",

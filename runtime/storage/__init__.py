@@ -1,9 +1,9 @@
 """Durable state: sessions and their event logs, runs, pending confirmations, turn
-leases, and the documents of stores.
+leases, the documents of stores, and agents' memory (with full-text search).
 
 The rest of the runtime talks to the protocols of `runtime.storage.protocols`, one
 per concern (`SessionStorage`, `RunStorage`, `ConfirmationStorage`,
-`TurnLeaseStorage`, `DocumentStorage`) and their union `Storage`; the records they
+`TurnLeaseStorage`, `DocumentStorage`, `MemoryStorage`) and their union `Storage`; the records they
 keep are the frozen dataclasses of `runtime.storage.records`. Both are re-exported
 here. The backends are one SQL implementation (`_sql.py`) with a dialect each:
 `runtime.storage.sqlite`, the embedded default, and `runtime.storage.postgres`
@@ -30,19 +30,24 @@ from runtime.exceptions import (
     StorageError,
     UnsupportedDatabaseError,
 )
-from runtime.storage._values import INT64_MAX, INT64_MIN, number_problem
+from runtime.storage._values import INT64_MAX, INT64_MIN, number_problem, text_problem
 from runtime.storage.protocols import (
     AutomationStorage,
     ConfirmationStorage,
     DocumentStorage,
+    MemoryStorage,
     RunStorage,
     SessionStorage,
     Storage,
     TurnLeaseStorage,
+    UsageStorage,
 )
 from runtime.storage.records import (
     MAX_QUERY_LIMIT,
+    MAX_SEARCH_LIMIT,
+    MEMORY_KINDS,
     RUN_STATUSES,
+    USAGE_GROUPS,
     AgentRunRecord,
     AutomationRunRecord,
     AutomationRunStatus,
@@ -51,12 +56,23 @@ from runtime.storage.records import (
     DocumentQuery,
     FilterValue,
     JSONObject,
+    MemoryEntry,
+    MemoryKind,
+    MemoryMatch,
+    MemoryOwner,
+    MemoryUsage,
     NewEvent,
     PendingConfirmation,
     RunStatus,
+    SessionMatch,
     SessionRecord,
+    Spend,
     StoredEvent,
     StoreDocument,
+    UsageGroup,
+    UsageQuery,
+    UsageRecord,
+    UsageRow,
     utc_now,
 )
 
@@ -140,7 +156,10 @@ __all__ = [
     "INT64_MAX",
     "INT64_MIN",
     "MAX_QUERY_LIMIT",
+    "MAX_SEARCH_LIMIT",
+    "MEMORY_KINDS",
     "RUN_STATUSES",
+    "USAGE_GROUPS",
     "AgentRunRecord",
     "AutomationRunRecord",
     "AutomationRunStatus",
@@ -152,14 +171,22 @@ __all__ = [
     "DocumentStorage",
     "FilterValue",
     "JSONObject",
+    "MemoryEntry",
+    "MemoryKind",
+    "MemoryMatch",
+    "MemoryOwner",
+    "MemoryStorage",
+    "MemoryUsage",
     "NewEvent",
     "PendingConfirmation",
     "RecordExistsError",
     "RecordNotFoundError",
     "RunStatus",
     "RunStorage",
+    "SessionMatch",
     "SessionRecord",
     "SessionStorage",
+    "Spend",
     "Storage",
     "StorageClosedError",
     "StorageError",
@@ -167,10 +194,16 @@ __all__ = [
     "StoredEvent",
     "TurnLeaseStorage",
     "UnsupportedDatabaseError",
+    "UsageGroup",
+    "UsageQuery",
+    "UsageRecord",
+    "UsageRow",
+    "UsageStorage",
     "default_database_path",
     "number_problem",
     "open_storage",
     "postgresql_url",
     "sqlite_path",
+    "text_problem",
     "utc_now",
 ]

@@ -19,6 +19,9 @@ from runtime.storage.records import (
     AutomationRunRecord,
     AutomationRunStatus,
     JSONObject,
+    MemoryEntry,
+    MemoryKind,
+    MemoryOwner,
     PendingConfirmation,
     RunStatus,
     SessionRecord,
@@ -37,6 +40,7 @@ AUTOMATION_RUN_COLUMNS = (
     "reply, created_at, ended_at, deliveries"
 )
 DOCUMENT_COLUMNS = "scope_id, store, key, body, version, created_at, updated_at, expires_at"
+MEMORY_COLUMNS = "id, agent, kind, scope_id, owner, text, created_at"
 
 Row = Sequence[Any]
 
@@ -129,3 +133,8 @@ class Decoders:
             updated_at=self.time(row[6]),
             expires_at=None if row[7] is None else self.time(row[7]),
         )
+
+    def memory(self, row: Row) -> MemoryEntry:
+        """A row of MEMORY_COLUMNS (optionally prefixed by a table alias in the SELECT)."""
+        owner = MemoryOwner(cast(MemoryKind, row[2]), row[3], row[4])
+        return MemoryEntry(row[0], row[1], owner, row[5], self.time(row[6]))

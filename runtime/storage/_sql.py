@@ -21,11 +21,13 @@ storage backend").
 from __future__ import annotations
 
 import abc
+import dataclasses
 import json
+import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, ClassVar, NamedTuple, TypeAlias, TypeVar
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeAlias, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -36,6 +38,7 @@ from runtime.storage._rows import (
     AUTOMATION_RUN_COLUMNS,
     DOCUMENT_COLUMNS,
     EVENT_COLUMNS,
+    MEMORY_COLUMNS,
     PENDING_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,
@@ -44,17 +47,21 @@ from runtime.storage._rows import (
 )
 from runtime.storage._values import (
     check_document,
+    check_memory,
     check_page,
     check_query,
+    check_search,
     check_status,
     check_ttl,
     dump,
+    index_text,
     load,
 )
 from runtime.storage.migrations import Migration
 from runtime.storage.records import (
     AUTOMATION_RUN_STATUSES,
     RUN_STATUSES,
+    USAGE_GROUPS,
     AgentRunRecord,
     AutomationRunRecord,
     AutomationState,
@@ -62,12 +69,22 @@ from runtime.storage.records import (
     DocumentQuery,
     FilterValue,
     JSONObject,
+    MemoryEntry,
+    MemoryKind,
+    MemoryMatch,
+    MemoryOwner,
+    MemoryUsage,
     NewEvent,
     PendingConfirmation,
     RunStatus,
+    SessionMatch,
     SessionRecord,
+    Spend,
     StoredEvent,
     StoreDocument,
+    UsageQuery,
+    UsageRecord,
+    UsageRow,
     utc_now,
 )
 
@@ -145,6 +162,26 @@ class Dialect:
     """The conditions (AND) and their parameters of a query's equality filters."""
     document_order: Callable[[str | None, bool], tuple[str, list[Any]]]
     """The ORDER BY of a query (by field, descending?) and its parameters; by key for None."""
+    search_words: Callable[[str], str | None]
+    """A person's search (words, "quoted phrases", `or`, `-word`) as the parameter the
+    search statements take; None when it has no word to look for."""
+    memory_matches: Callable[[str, str, MemoryOwner, int], tuple[str, list[Any]]]
+    """The statement and parameters giving the best matches of `search_words`' search among
+    one owner's entries (agent, owner, limit): rows of MEMORY_COLUMNS and a snippet."""
+    session_matches: Callable[[str, str, str | None, str, int], tuple[str, list[Any]]]
+    """The statement and parameters giving the best matching texts of one owner's sessions
+    (search, scope_id, owner, excluded session id, limit): rows (session_id, agent,
+    created_at, snippet)."""
+    session_window: Callable[[str, str, str | None, str, int], tuple[str, list[Any]]] | None
+    """A cheaper first try of `session_matches` (same parameters): the owner's best among
+    the newest `search_window` matches of every owner, its rows with a fifth column, how
+    many matches that window held. Its answer stands when it has the limit's rows, or when
+    the window held every match; else `session_matches` runs. None: no first try."""
+    search_window: int
+    """How many matches `session_window` (and SQLite's `session_matches`) rank at most."""
+    owner_lock: str | None
+    """Run first in a memory add, with one `?` naming the owner, so that concurrent adds of
+    one owner count the entries one after another (None: the write lock does already)."""
 
 
 # Fixed fragments, the same in both dialects.
@@ -160,7 +197,302 @@ def _only(statement: Statement) -> Operation[Result]:
     return (yield statement)
 
 
-class SqlStorage(abc.ABC):
+_USAGE_COLUMNS = (
+    "session_id, turn_id, run_id, agent, model, owner, scope_id, at, day, "
+    "input_tokens, output_tokens, cached_tokens, cost_usd, estimated, "
+    "turn_first, agent_first, model_first"
+)
+_GROUP_COLUMNS = {
+    "agent": "agent",
+    "model": "model",
+    "owner": "owner",
+    "scope": "scope_id",
+    "day": "day",
+    "session": "session_id",
+}
+_TURNS = {"agent": "agent_first", "model": "model_first"}
+"""What counts a group's turns: the first call of its agent (model) in each turn; for the
+other groups, and the total, each turn's first call."""
+
+
+def _sums(turns: str) -> str:
+    return (
+        "COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
+        "COALESCE(SUM(cached_tokens), 0), SUM(cost_usd), COUNT(*), "
+        f"COALESCE(SUM({turns}), 0), COALESCE(SUM(turn_first), 0)"
+    )
+
+
+MAX_USAGE_ROWS = 10_000
+_DAY_COLUMNS = (
+    "day, agent, model, owner_key, owner, scope_id, input_tokens, output_tokens, "
+    "cached_tokens, cost_usd, calls, turn_first, agent_first, model_first"
+)
+_DAY_SUMS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "calls",
+    "turn_first",
+    "agent_first",
+    "model_first",
+)
+
+
+class UsageSql:
+    """The usage records' SQL (SPEC 22), mixed into `SqlStorage`."""
+
+    dialect: ClassVar[Dialect]
+
+    if TYPE_CHECKING:
+
+        async def _read(self, plan: Plan[T]) -> T: ...
+
+        async def _write(self, plan: Plan[T]) -> T: ...
+
+    async def record_usage(self, record: UsageRecord) -> None:
+        r = record
+        for name in ("input_tokens", "output_tokens", "cached_tokens"):
+            value = getattr(r, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"usage {name} must be an int of 0 or more, got {value!r}")
+        if r.cost_usd is not None and not (math.isfinite(r.cost_usd) and r.cost_usd >= 0):
+            raise ValueError(
+                f"usage cost_usd must be a finite number of 0 or more, got {r.cost_usd}"
+            )
+        at = r.at.astimezone(UTC) if r.at.tzinfo is not None else r.at
+        row = (
+            r.session_id,
+            r.turn_id,
+            r.run_id,
+            r.agent,
+            r.model,
+            r.owner,
+            r.scope_id,
+            self.dialect.time(r.at, "at"),
+            at.date().isoformat(),
+            r.input_tokens,
+            r.output_tokens,
+            r.cached_tokens,
+            r.cost_usd,
+            bool(r.estimated),
+            int(r.turn_first),
+            int(r.agent_first),
+            int(r.model_first),
+        )
+        insert = Statement(
+            f"INSERT INTO usage_records ({_USAGE_COLUMNS}) VALUES ({_marks(17)})", row
+        )
+        day = (_owner_key(r.owner), row[8], r.input_tokens + r.output_tokens, r.cost_usd or 0.0)
+        add = Statement(
+            "INSERT INTO usage_owner_days (owner_key, day, tokens, cost_usd) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (owner_key, day) DO UPDATE SET "
+            "tokens = usage_owner_days.tokens + excluded.tokens, "
+            "cost_usd = usage_owner_days.cost_usd + excluded.cost_usd",
+            day,
+        )
+
+        summed = Statement(
+            f"INSERT INTO usage_days ({_DAY_COLUMNS}) VALUES ({_marks(14)}) "
+            "ON CONFLICT (day, agent, model, owner_key, scope_id) DO UPDATE SET "
+            + ", ".join(f"{name} = usage_days.{name} + excluded.{name}" for name in _DAY_SUMS)
+            + ", cost_usd = CASE WHEN usage_days.cost_usd IS NULL AND excluded.cost_usd IS NULL "
+            "THEN NULL ELSE COALESCE(usage_days.cost_usd, 0) + COALESCE(excluded.cost_usd, 0) END",
+            (
+                row[8],
+                r.agent,
+                r.model,
+                _owner_key(r.owner),
+                r.owner,
+                r.scope_id,
+                r.input_tokens,
+                r.output_tokens,
+                r.cached_tokens,
+                r.cost_usd,
+                1,
+                int(r.turn_first),
+                int(r.agent_first),
+                int(r.model_first),
+            ),
+        )
+
+        def keep() -> Operation[None]:
+            yield insert
+            yield add
+            yield summed
+
+        await self._write(keep)
+
+    async def session_spent(self, session_id: str) -> Spend:
+        return await self._spend("session_id = ?", (session_id,))
+
+    async def owner_spent(self, owner: str | None, day: str) -> Spend:
+        statement = Statement(
+            "SELECT tokens, cost_usd FROM usage_owner_days WHERE owner_key = ? AND day = ?",
+            (_owner_key(owner), day),
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return Spend(int(row[0]), float(row[1])) if row is not None else Spend()
+
+    async def _spend(self, where: str, values: tuple[object, ...]) -> Spend:
+        statement = Statement(
+            "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost_usd), 0) "
+            f"FROM usage_records WHERE {where}",
+            values,
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return Spend(int(row[0]), float(row[1])) if row is not None else Spend()
+
+    async def usage_report(self, query: UsageQuery) -> tuple[list[UsageRow], UsageRow]:
+        q = query
+        if q.group_by is not None and q.group_by not in USAGE_GROUPS:
+            raise ValueError(
+                f"unknown usage group {q.group_by!r}; groups: {', '.join(USAGE_GROUPS)}"
+            )
+        if isinstance(q.limit, bool) or not 1 <= q.limit <= MAX_USAGE_ROWS:
+            raise ValueError(f"limit must be 1 to {MAX_USAGE_ROWS}, got {q.limit!r}")
+        d = self.dialect
+        since = None if q.since is None else d.time(q.since, "since")  # checks the zone
+        until = None if q.until is None else d.time(q.until, "until")
+        column = _GROUP_COLUMNS[q.group_by] if q.group_by is not None else None
+        flag = _TURNS.get(q.group_by or "", "turn_first")
+        parts, values = self._usage_parts(q, since, until, column, flag)
+        sums = (
+            "COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
+            "COALESCE(SUM(cached_tokens), 0), SUM(cost_usd), COALESCE(SUM(calls), 0), "
+            "COALESCE(SUM(turns), 0), COALESCE(SUM(turn_first), 0)"
+        )
+        if column is None:
+            total = Statement(f"SELECT {sums} FROM ({parts}) AS parts", tuple(values))
+            summed = (await self._read(lambda: _only(total))).one()
+            return [], _usage_row({}, summed or (0, 0, 0, None, 0, 0, 0), turns=6)
+        order = "k" if q.group_by == "day" else "SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, k"
+        grouped = Statement(
+            f"SELECT k, {sums} FROM ({parts}) AS parts GROUP BY k ORDER BY {order} LIMIT ?",
+            (*values, q.limit),
+        )
+        rows = (await self._read(lambda: _only(grouped))).rows
+        key = q.group_by or ""
+        found = [
+            _usage_row({key: None if row[0] is None else str(row[0])}, row[1:]) for row in rows
+        ]
+        if len(rows) < q.limit:  # every group is here: the total is their sum
+            return found, _summed(rows)
+        _, everything = await self.usage_report(dataclasses.replace(q, group_by=None))
+        return found, everything
+
+    def _usage_parts(
+        self,
+        q: UsageQuery,
+        since: object,
+        until: object,
+        column: str | None,
+        flag: str,
+    ) -> tuple[str, list[object]]:
+        """The calls a report counts, as one relation (`k`, the sums' columns): whole UTC
+        days from the daily sums, the partial days at either end from the calls
+        themselves (a session is only in the calls)."""
+        d = self.dialect
+        key = f"{column} AS k, " if column is not None else ""
+        who, whose = "", []
+        if q.scope_id is not None:
+            who, whose = f" AND scope_id = ? AND owner {d.same} ?", [q.scope_id, q.owner]
+        columns = "input_tokens, output_tokens, cached_tokens, cost_usd"
+        raw = f"SELECT {key}{columns}, 1 AS calls, {flag} AS turns, turn_first FROM usage_records"
+        if column == "session_id":
+            ranges, values = _ranges([(since, until)])
+            return f"{raw} WHERE {ranges}{who}", [*values, *whose]
+        first, end = _whole_days(q.since, q.until)
+        if first is not None and end is not None and first >= end:  # within one day
+            ranges, values = _ranges([(since, until)])
+            return f"{raw} WHERE {ranges}{who}", [*values, *whose]
+        days, day_values = ["1 = 1"], []
+        edges: list[tuple[object, object]] = []
+        if first is not None:
+            days.append("day >= ?")
+            day_values.append(first.isoformat())
+            start = d.time(datetime.combine(first, datetime.min.time(), UTC), "since")
+            if q.since is not None and q.since < datetime.combine(first, datetime.min.time(), UTC):
+                edges.append((since, start))
+        if end is not None:
+            days.append("day < ?")
+            day_values.append(end.isoformat())
+            stop = datetime.combine(end, datetime.min.time(), UTC)
+            if q.until is not None and q.until > stop:
+                edges.append((d.time(stop, "until"), until))
+        summed = (
+            f"SELECT {key}{columns}, calls, {flag} AS turns, turn_first FROM usage_days "
+            f"WHERE {' AND '.join(days)}{who}"
+        )
+        if not edges:
+            return summed, [*day_values, *whose]
+        ranges, values = _ranges(edges)
+        return (
+            f"{summed} UNION ALL {raw} WHERE ({ranges}){who}",
+            [*day_values, *whose, *values, *whose],
+        )
+
+
+def _ranges(spans: list[tuple[object, object]]) -> tuple[str, list[object]]:
+    """`(at >= ? AND at < ?) OR ...` for the spans (None: unbounded at that end)."""
+    found, values = [], []
+    for low, high in spans:
+        parts = ["1 = 1"]
+        if low is not None:
+            parts.append("at >= ?")
+            values.append(low)
+        if high is not None:
+            parts.append("at < ?")
+            values.append(high)
+        found.append("(" + " AND ".join(parts) + ")")
+    return " OR ".join(found), values
+
+
+def _whole_days(since: datetime | None, until: datetime | None) -> tuple[date | None, date | None]:
+    """The first UTC day wholly at or after `since`, and the day `until` falls in (days
+    before it end by `until`); None: unbounded."""
+    first = None
+    if since is not None:
+        moment = since.astimezone(UTC)
+        first = moment.date()
+        if moment != datetime.combine(first, datetime.min.time(), UTC):
+            first += timedelta(days=1)
+    end = until.astimezone(UTC).date() if until is not None else None
+    return first, end
+
+
+def _owner_key(owner: str | None) -> str:
+    return "-" if owner is None else f"u:{owner}"
+
+
+def _usage_row(key: dict[str, str | None], sums: Row, turns: int = 5) -> UsageRow:
+    cost = sums[3]
+    return UsageRow(
+        key,
+        int(sums[0]),
+        int(sums[1]),
+        int(sums[2]),
+        None if cost is None else float(cost),
+        int(sums[4]),
+        int(sums[turns]),
+    )
+
+
+def _summed(rows: Sequence[Row]) -> UsageRow:
+    """The total of every group's row (`SELECT key, sums...`)."""
+    costs = [row[4] for row in rows if row[4] is not None]
+    return UsageRow(
+        {},
+        sum(int(row[1]) for row in rows),
+        sum(int(row[2]) for row in rows),
+        sum(int(row[3]) for row in rows),
+        float(sum(costs)) if costs else None,
+        sum(int(row[5]) for row in rows),
+        sum(int(row[7]) for row in rows),
+    )
+
+
+class SqlStorage(UsageSql, abc.ABC):
     """`Storage` in SQL. A backend subclass gives `dialect`, opens the database and
     implements `_execute`; everything else is here, once."""
 
@@ -342,8 +674,9 @@ class SqlStorage(abc.ABC):
         run_id: str | None,
         agent: str | None,
         bundle_version: str | None,
+        search_text: str | None = None,
     ) -> StoredEvent:
-        event = NewEvent(type, data, run_id, agent, bundle_version)
+        event = NewEvent(type, data, run_id, agent, bundle_version, search_text)
         (stored,) = await self.append_events(session_id, (event,))
         return stored
 
@@ -355,6 +688,11 @@ class SqlStorage(abc.ABC):
         created_at = utc_now()
         created = self.dialect.time(created_at, "now")
         count = len(events)
+        texts = [
+            (index, index_text(event.search_text))
+            for index, event in enumerate(events)
+            if event.search_text is not None and event.search_text.strip()
+        ]
 
         def append() -> Operation[int]:
             # One UPDATE both checks the session and reserves `count` seqs; the lock it
@@ -385,6 +723,12 @@ class SqlStorage(abc.ABC):
                 ],
                 many=True,
             )
+            if texts:
+                yield Statement(
+                    "INSERT INTO event_texts (session_id, seq, text) VALUES (?, ?, ?)",
+                    [(session_id, first + index, text) for index, text in texts],
+                    many=True,
+                )
             return first
 
         first = await self._write(append)
@@ -859,6 +1203,134 @@ class SqlStorage(abc.ABC):
             f"WHERE expires_at IS NOT NULL AND expires_at <= {self.dialect.now}"
         )
         return max((await self._write(lambda: _only(statement))).changed, 0)
+
+    # --- memory and search -----------------------------------------------------------
+
+    async def add_memory(
+        self, entry: MemoryEntry, *, max_entries: int, max_chars: int
+    ) -> MemoryUsage:
+        check_memory(entry, max_entries, max_chars)
+        d = self.dialect
+        who = _owner_values(entry.agent, entry.owner)
+        row = (entry.id, *who, entry.text, d.time(entry.created_at, "created_at"))
+
+        def add() -> Operation[MemoryUsage]:
+            if d.owner_lock is not None:
+                yield Statement(d.owner_lock, (json.dumps(who),))
+            found = (
+                yield Statement(
+                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(text)), 0) FROM memory_entries "
+                    f"WHERE {_MEMORY_OWNER}",
+                    who,
+                )
+            ).one()
+            entries, chars = (int(found[0]), int(found[1])) if found is not None else (0, 0)
+            if entries + 1 > max_entries or chars + len(entry.text) > max_chars:
+                return MemoryUsage(entries, chars, added=False)
+            yield Statement(
+                f"INSERT INTO memory_entries ({MEMORY_COLUMNS}) VALUES ({_marks(7)})",
+                row,
+                exists=RecordExistsError("memory entry", entry.id),
+            )
+            return MemoryUsage(entries + 1, chars + len(entry.text))
+
+        return await self._write(add)
+
+    async def list_memory(
+        self,
+        agent: str,
+        *,
+        kind: MemoryKind | None = None,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[MemoryEntry]:
+        check_page(limit, offset)
+        conditions, values = ["agent = ?"], [agent]
+        for column, value in (("kind", kind), ("scope_id", scope_id), ("owner", owner)):
+            if value is not None:
+                conditions.append(f"{column} = ?")
+                values.append(value)
+        statement = Statement(
+            f"SELECT {MEMORY_COLUMNS} FROM memory_entries WHERE {' AND '.join(conditions)} "
+            "ORDER BY n LIMIT ? OFFSET ?",
+            (*values, limit, offset),
+        )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self.dialect.rows.memory(row) for row in rows]
+
+    async def get_memory(self, entry_id: str) -> MemoryEntry | None:
+        statement = Statement(
+            f"SELECT {MEMORY_COLUMNS} FROM memory_entries WHERE id = ?", (entry_id,)
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return None if row is None else self.dialect.rows.memory(row)
+
+    async def delete_memory(
+        self, entry_id: str, *, agent: str | None = None, owner: MemoryOwner | None = None
+    ) -> bool:
+        conditions, values = ["id = ?"], [entry_id]
+        if agent is not None:
+            conditions.append("agent = ?")
+            values.append(agent)
+        if owner is not None:
+            conditions.append("kind = ? AND scope_id = ? AND owner = ?")
+            values.extend((owner.kind, owner.scope_id, owner.owner))
+        statement = Statement(
+            f"DELETE FROM memory_entries WHERE {' AND '.join(conditions)}", values
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
+    async def search_memory(
+        self, agent: str, owner: MemoryOwner, query: str, *, limit: int = 10
+    ) -> list[MemoryMatch]:
+        check_search(query, limit)
+        d = self.dialect
+        words = d.search_words(index_text(query))
+        if words is None:
+            return []
+        statement = Statement(*d.memory_matches(words, agent, owner, limit))
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [MemoryMatch(d.rows.memory(row), str(row[7])) for row in rows]
+
+    async def search_sessions(
+        self,
+        scope_id: str,
+        owner: str | None,
+        query: str,
+        *,
+        limit: int = 10,
+        exclude_session: str | None = None,
+    ) -> list[SessionMatch]:
+        check_search(query, limit)
+        d = self.dialect
+        words = d.search_words(index_text(query))
+        if words is None:
+            return []
+        asked = (words, scope_id, owner, exclude_session or "", limit)
+        window = None if d.session_window is None else Statement(*d.session_window(*asked))
+        matches = Statement(*d.session_matches(*asked))
+
+        def search() -> Operation[Sequence[Row]]:
+            if window is not None:
+                rows = (yield window).rows
+                # Enough matches, or the window held every match of everyone: it stands.
+                if len(rows) == limit or (rows and int(rows[0][4]) < d.search_window):
+                    return rows
+            return (yield matches).rows
+
+        rows = await self._read(search)
+        return [
+            SessionMatch(str(row[0]), str(row[1]), d.rows.time(row[2]), str(row[3])) for row in rows
+        ]
+
+
+_MEMORY_OWNER = "agent = ? AND kind = ? AND scope_id = ? AND owner = ?"
+
+
+def _owner_values(agent: str, owner: MemoryOwner) -> tuple[str, str, str, str]:
+    return (agent, owner.kind, owner.scope_id, owner.owner)
 
 
 def _keep_history(ids: tuple[str, str, str], version: int, keep: int) -> Operation[None]:

@@ -8,7 +8,15 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from runtime.storage.records import MAX_QUERY_LIMIT, DocumentQuery, FilterValue, JSONObject
+from runtime.storage.records import (
+    MAX_QUERY_LIMIT,
+    MAX_SEARCH_LIMIT,
+    MEMORY_KINDS,
+    DocumentQuery,
+    FilterValue,
+    JSONObject,
+    MemoryEntry,
+)
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 """The integers a store document or a query filter may hold (see `number_problem`)."""
@@ -178,3 +186,56 @@ def _items(filters: Mapping[str, FilterValue]) -> list[tuple[str, FilterValue]]:
             f"filters must be a mapping of field to value, got {type(filters).__name__}"
         )
     return list(filters.items())
+
+
+def text_problem(text: str) -> str | None:
+    """Why a text cannot be kept exactly by both backends (PostgreSQL's text holds neither
+    U+0000 nor unpaired surrogates), or None."""
+    if "\x00" in text:
+        return "it holds the character U+0000"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "it holds an unpaired surrogate"
+    return None
+
+
+def check_memory(entry: MemoryEntry, max_entries: int, max_chars: int) -> None:
+    """`ValueError` for an entry or limits a backend must refuse, before anything is written."""
+    if entry.owner.kind not in MEMORY_KINDS:
+        raise ValueError(f"memory kind {entry.owner.kind!r} is not one of {MEMORY_KINDS}")
+    for name, value in (("id", entry.id), ("agent", entry.agent)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"memory {name} must be a non-empty string, got {value!r}")
+    for name, value in (
+        ("id", entry.id),
+        ("agent", entry.agent),
+        ("scope_id", entry.owner.scope_id),
+        ("owner", entry.owner.owner),
+        ("text", entry.text),
+    ):
+        problem = text_problem(value)
+        if problem is not None:
+            raise ValueError(f"memory {name}: {problem}")
+    if not entry.text.strip():
+        raise ValueError("memory text must not be empty")
+    for name, limit in (("max_entries", max_entries), ("max_chars", max_chars)):
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"{name} must be an int of 1 or more, got {limit!r}")
+
+
+def check_search(query: str, limit: int) -> None:
+    if not isinstance(query, str):
+        raise TypeError(f"a search query is a string, got {type(query).__name__}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
+        raise ValueError(f"limit must be an int of 1 to {MAX_SEARCH_LIMIT}, got {limit!r}")
+
+
+def index_text(text: str) -> str:
+    """The words of a text as a full-text index keeps them: U+0000 as a space and unpaired
+    surrogates as U+FFFD (the index is a copy for finding, the log keeps the original)."""
+    text = text.replace("\x00", " ")
+    if text_problem(text) is None:
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")

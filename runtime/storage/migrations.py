@@ -184,6 +184,138 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         """,
     ),
     Migration(
+        "m009_usage",
+        # One row per model call (SPEC 22). No foreign key to sessions: spend outlives a
+        # deleted session. `day` is the call's UTC date, so a daily limit reads one index
+        # range; `usage_by_time` serves GET /usage's time range. `*_first` mark a turn's
+        # first call (of the turn, of its agent, of its model): a report counts turns by
+        # summing them, never by COUNT(DISTINCT), which would sort every row.
+        # `usage_owner_days` keeps each owner's day summed as calls are recorded (in the
+        # same transaction): the daily limit's check before every call reads one row.
+        # Its `owner_key` is "u:" + the owner, or "-" for calls with none. `usage_days` sums
+        # the calls by UTC day, agent, model, owner and scope the same way: a report over
+        # whole days reads those sums, not every call (the partial days at the ends of its
+        # range, and a report by session, read the calls).
+        """
+        CREATE TABLE usage_records (
+            session_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            at TEXT NOT NULL,
+            day TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL,
+            cost_usd REAL,
+            estimated INTEGER NOT NULL DEFAULT 0,
+            turn_first INTEGER NOT NULL DEFAULT 0,
+            agent_first INTEGER NOT NULL DEFAULT 0,
+            model_first INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX usage_by_time ON usage_records (at);
+        CREATE INDEX usage_by_owner_day ON usage_records (owner, day);
+        CREATE INDEX usage_by_session ON usage_records (session_id);
+        CREATE INDEX usage_by_scope_owner_time ON usage_records (scope_id, owner, at);
+        CREATE TABLE usage_owner_days (
+            owner_key TEXT NOT NULL,
+            day TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            cost_usd REAL NOT NULL,
+            PRIMARY KEY (owner_key, day)
+        );
+        CREATE TABLE usage_days (
+            day TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner_key TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL,
+            cost_usd REAL,
+            calls INTEGER NOT NULL,
+            turn_first INTEGER NOT NULL,
+            agent_first INTEGER NOT NULL,
+            model_first INTEGER NOT NULL,
+            PRIMARY KEY (day, agent, model, owner_key, scope_id)
+        );
+        CREATE INDEX usage_days_by_scope_owner ON usage_days (scope_id, owner_key, day);
+        """,
+    ),
+    Migration(
+        "m010_memory",
+        # An agent's notes about its owner (SPEC 21), and the words of the session logs that
+        # `session_search` looks through. Each FTS5 index reads its text from a plain table
+        # (external content, kept in step by triggers) keyed by an INTEGER PRIMARY KEY, a
+        # rowid that VACUUM never renumbers. Its `who` column holds one token naming the
+        # owner (`amodal_search_key`, a hash the storage registers on its connections), so
+        # a search matches one owner's rows inside the index instead of ranking everyone's.
+        # Logs written before this migration get their people's messages and their agents'
+        # answers indexed here.
+        """
+        CREATE TABLE memory_entries (
+            n INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('user', 'scope', 'agent')),
+            scope_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            who TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX memory_by_owner ON memory_entries (agent, kind, scope_id, owner, n);
+        CREATE VIRTUAL TABLE memory_search USING fts5 (
+            text, who, content = 'memory_entries', content_rowid = 'n',
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER memory_search_add AFTER INSERT ON memory_entries BEGIN
+            UPDATE memory_entries
+                SET who = amodal_search_key(new.agent, new.kind, new.scope_id, new.owner)
+                WHERE n = new.n;
+            INSERT INTO memory_search (rowid, text, who)
+                SELECT n, text, who FROM memory_entries WHERE n = new.n;
+        END;
+        CREATE TRIGGER memory_search_remove AFTER DELETE ON memory_entries BEGIN
+            INSERT INTO memory_search (memory_search, rowid, text, who)
+                VALUES ('delete', old.n, old.text, old.who);
+        END;
+        CREATE TABLE event_texts (
+            n INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            who TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX event_texts_by_session ON event_texts (session_id, seq);
+        CREATE VIRTUAL TABLE event_search USING fts5 (
+            text, who, content = 'event_texts', content_rowid = 'n',
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER event_search_add AFTER INSERT ON event_texts BEGIN
+            UPDATE event_texts SET who = (
+                SELECT amodal_search_key(scope_id, owner) FROM sessions WHERE id = new.session_id
+            ) WHERE n = new.n;
+            INSERT INTO event_search (rowid, text, who)
+                SELECT n, text, who FROM event_texts WHERE n = new.n;
+        END;
+        CREATE TRIGGER event_search_remove AFTER DELETE ON event_texts BEGIN
+            INSERT INTO event_search (event_search, rowid, text, who)
+                VALUES ('delete', old.n, old.text, old.who);
+        END;
+        INSERT INTO event_texts (session_id, seq, text)
+            SELECT session_id, seq, json_extract(data, '$.text') FROM events
+            WHERE type IN ('user', 'assistant')
+              AND json_type(data, '$.text') = 'text' AND json_extract(data, '$.text') <> ''
+            ORDER BY session_id, seq;
+        """,
+    ),
+    Migration(
         "m012_automations",
         # One row per run of an automation; a cron slot and a webhook delivery id are
         # unique per automation, which is what makes a slot fire once across processes.
@@ -342,6 +474,92 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         "m008_operator_sessions_owner",
         """
         UPDATE sessions SET owner = '' WHERE owner = '@operator';
+        """,
+    ),
+    Migration(
+        "m009_usage",
+        """
+        CREATE TABLE usage_records (
+            session_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            at TIMESTAMPTZ NOT NULL,
+            day TEXT NOT NULL,
+            input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL,
+            cached_tokens BIGINT NOT NULL,
+            cost_usd DOUBLE PRECISION,
+            estimated BOOLEAN NOT NULL DEFAULT FALSE,
+            turn_first SMALLINT NOT NULL DEFAULT 0,
+            agent_first SMALLINT NOT NULL DEFAULT 0,
+            model_first SMALLINT NOT NULL DEFAULT 0
+        );
+        CREATE INDEX usage_by_time ON usage_records (at);
+        CREATE INDEX usage_by_owner_day ON usage_records (owner, day);
+        CREATE INDEX usage_by_session ON usage_records (session_id);
+        CREATE INDEX usage_by_scope_owner_time ON usage_records (scope_id, owner, at);
+        CREATE TABLE usage_owner_days (
+            owner_key TEXT NOT NULL,
+            day TEXT NOT NULL,
+            tokens BIGINT NOT NULL,
+            cost_usd DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (owner_key, day)
+        );
+        CREATE TABLE usage_days (
+            day TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner_key TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL,
+            cached_tokens BIGINT NOT NULL,
+            cost_usd DOUBLE PRECISION,
+            calls BIGINT NOT NULL,
+            turn_first BIGINT NOT NULL,
+            agent_first BIGINT NOT NULL,
+            model_first BIGINT NOT NULL,
+            PRIMARY KEY (day, agent, model, owner_key, scope_id)
+        );
+        CREATE INDEX usage_days_by_scope_owner ON usage_days (scope_id, owner_key, day);
+        """,
+    ),
+    Migration(
+        "m010_memory",
+        # See SQLite's m010_memory. A generated tsvector column, GIN-indexed, carries each
+        # text's words; 'english' stems them as SQLite's porter tokenizer does. The backfill
+        # skips a log entry holding an escaped U+0000, which PostgreSQL text cannot hold.
+        """
+        CREATE TABLE memory_entries (
+            id TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('user', 'scope', 'agent')),
+            scope_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            n BIGINT GENERATED ALWAYS AS IDENTITY,
+            search TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', text)) STORED
+        );
+        CREATE INDEX memory_by_owner ON memory_entries (agent, kind, scope_id, owner, n);
+        CREATE INDEX memory_search ON memory_entries USING GIN (search);
+        CREATE TABLE event_texts (
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            text TEXT NOT NULL,
+            search TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+            PRIMARY KEY (session_id, seq)
+        );
+        CREATE INDEX event_search ON event_texts USING GIN (search);
+        INSERT INTO event_texts (session_id, seq, text)
+            SELECT session_id, seq, data::json ->> 'text' FROM events
+            WHERE type IN ('user', 'assistant') AND position('\\u0000' in data) = 0
+              AND json_typeof(data::json -> 'text') = 'string' AND data::json ->> 'text' <> '';
         """,
     ),
     Migration(

@@ -39,7 +39,7 @@ from runtime.storage._rows import Decoders
 from runtime.storage._sql import Dialect, Filters, Operation, Plan, Result, SqlStorage, Statement
 from runtime.storage._values import aware, load
 from runtime.storage.migrations import POSTGRES_MIGRATIONS, Migration
-from runtime.storage.records import JSONObject
+from runtime.storage.records import JSONObject, MemoryOwner
 
 T = TypeVar("T")
 Connection = psycopg.AsyncConnection[TupleRow]
@@ -240,6 +240,56 @@ def _decoded(value: Any) -> JSONObject:
     return cast(JSONObject, value)  # jsonb comes back decoded
 
 
+# --- full-text search: tsvector and websearch_to_tsquery ----------------------
+
+_HEADLINE = "'StartSel=[, StopSel=], MaxWords=24, MinWords=8, ShortWord=2'"
+_MEMORY_MATCHES = f"""
+    SELECT id, agent, kind, scope_id, owner, text, created_at,
+           ts_headline('english', text, query, {_HEADLINE})
+    FROM (
+        SELECT m.*, query, ts_rank_cd(m.search, query) AS score
+        FROM memory_entries m, websearch_to_tsquery('english', ?) AS query
+        WHERE m.search @@ query AND m.agent = ? AND m.kind = ? AND m.scope_id = ?
+          AND m.owner = ?
+        ORDER BY score DESC, m.n LIMIT ?
+    ) AS best
+    ORDER BY score DESC, n
+"""
+_SESSION_MATCHES = f"""
+    SELECT session_id, agent, created_at, ts_headline('english', text, query, {_HEADLINE})
+    FROM (
+        SELECT t.session_id, COALESCE(e.agent, s.root_agent) AS agent, e.created_at, t.text,
+               query, ts_rank_cd(t.search, query) AS score
+        FROM event_texts t
+        CROSS JOIN websearch_to_tsquery('english', ?) AS query
+        JOIN sessions s ON s.id = t.session_id
+        JOIN events e ON e.session_id = t.session_id AND e.seq = t.seq
+        WHERE t.search @@ query AND s.scope_id = ? AND s.owner IS NOT DISTINCT FROM ?
+          AND s.id <> ?
+        ORDER BY score DESC LIMIT ?
+    ) AS best
+    ORDER BY score DESC
+"""
+
+
+def _memory_matches(
+    words: str, agent: str, owner: MemoryOwner, limit: int
+) -> tuple[str, list[Any]]:
+    return _MEMORY_MATCHES, [words, agent, owner.kind, owner.scope_id, owner.owner, limit]
+
+
+def _session_matches(
+    words: str, scope_id: str, owner: str | None, exclude: str, limit: int
+) -> tuple[str, list[Any]]:
+    return _SESSION_MATCHES, [words, scope_id, owner, exclude, limit]
+
+
+def _search_words(query: str) -> str | None:
+    # websearch_to_tsquery reads the query itself and never fails on its syntax; text
+    # PostgreSQL cannot hold finds nothing.
+    return query if query.strip() and "\x00" not in query else None
+
+
 POSTGRES = Dialect(
     rows=Decoders(time=_utc, json=load, body=_decoded),
     time=aware,
@@ -255,6 +305,12 @@ POSTGRES = Dialect(
     statements=lambda script: [script],
     document_filters=_filters,
     document_order=_order,
+    search_words=_search_words,
+    memory_matches=_memory_matches,
+    session_matches=_session_matches,
+    session_window=None,
+    search_window=0,
+    owner_lock="SELECT pg_advisory_xact_lock(hashtext(?))",
 )
 PostgresStorage.dialect = POSTGRES
 

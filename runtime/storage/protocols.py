@@ -34,12 +34,22 @@ from runtime.storage.records import (
     DocumentPage,
     DocumentQuery,
     JSONObject,
+    MemoryEntry,
+    MemoryKind,
+    MemoryMatch,
+    MemoryOwner,
+    MemoryUsage,
     NewEvent,
     PendingConfirmation,
     RunStatus,
+    SessionMatch,
     SessionRecord,
+    Spend,
     StoredEvent,
     StoreDocument,
+    UsageQuery,
+    UsageRecord,
+    UsageRow,
 )
 
 
@@ -96,10 +106,12 @@ class SessionStorage(Protocol):
         run_id: str | None,
         agent: str | None,
         bundle_version: str | None,
+        search_text: str | None = None,
     ) -> StoredEvent:
         """Append one event and return it with its `seq`: the session's next number,
         without gaps or duplicates however many writers append at once. Bumps the
-        session's `updated_at`. `RecordNotFoundError` for an unknown session."""
+        session's `updated_at`. `RecordNotFoundError` for an unknown session.
+        `search_text`: what `search_sessions` finds the event by (see `NewEvent`)."""
         ...
 
     async def append_events(self, session_id: str, events: Sequence[NewEvent]) -> list[StoredEvent]:
@@ -311,6 +323,98 @@ class DocumentStorage(Protocol):
         ...
 
 
+class MemoryStorage(Protocol):
+    """The notes agents keep about their owners (SPEC 21), and full-text search over them
+    and over the session logs.
+
+    A search takes what a person types into a search box, as PostgreSQL's
+    `websearch_to_tsquery` reads it: every word and "quoted phrase" must be there, `or`
+    between two terms takes either, `-word` leaves out what has it; words match their
+    English stems ("units" finds "unit"). Matches come best first, as the database's own
+    full-text ranking orders them, with a snippet whose matched words are in [brackets].
+    A query with no word finds nothing; `ValueError` for a limit outside 1..50.
+    """
+
+    async def add_memory(
+        self, entry: MemoryEntry, *, max_entries: int, max_chars: int
+    ) -> MemoryUsage:
+        """Keep `entry` unless its owner's entries for its agent would then be more than
+        `max_entries` or hold more than `max_chars` characters in all; the usage after the
+        add, or (`added` False, nothing written) as it stands. Concurrent adds of one owner
+        count one after another, across processes. `ValueError` for an empty text, a text
+        or name holding U+0000 or an unpaired surrogate, or a limit under 1;
+        `RecordExistsError` for a taken id."""
+        ...
+
+    async def list_memory(
+        self,
+        agent: str,
+        *,
+        kind: MemoryKind | None = None,
+        scope_id: str | None = None,
+        owner: str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[MemoryEntry]:
+        """`agent`'s entries, oldest first, of the owners matching every filter given (None:
+        any), paged like `list_sessions`."""
+        ...
+
+    async def get_memory(self, entry_id: str) -> MemoryEntry | None:
+        """The entry, or None."""
+        ...
+
+    async def delete_memory(
+        self, entry_id: str, *, agent: str | None = None, owner: MemoryOwner | None = None
+    ) -> bool:
+        """Delete the entry when it is `agent`'s and `owner`'s (each when given); False
+        when there is no such entry."""
+        ...
+
+    async def search_memory(
+        self, agent: str, owner: MemoryOwner, query: str, *, limit: int = 10
+    ) -> list[MemoryMatch]:
+        """`owner`'s entries for `agent` that match `query`, best first."""
+        ...
+
+    async def search_sessions(
+        self,
+        scope_id: str,
+        owner: str | None,
+        query: str,
+        *,
+        limit: int = 10,
+        exclude_session: str | None = None,
+    ) -> list[SessionMatch]:
+        """The events (those appended with a `search_text`) of the sessions of `scope_id`
+        owned by `owner` (None: the sessions without one) that match `query`, best first,
+        leaving out `exclude_session`. No other session's text is ever read."""
+
+
+class UsageStorage(Protocol):
+    """What model calls spent (SPEC 22). Records outlive their session: deleting a session
+    never gives its money back to a daily limit."""
+
+    async def record_usage(self, record: UsageRecord) -> None:
+        """Keep one model call's usage (committed when this returns: a crash after it never
+        loses it). `ValueError` for negative tokens or a cost that is negative or not finite."""
+        ...
+
+    async def session_spent(self, session_id: str) -> Spend:
+        """What the calls of one session spent (nothing for an unknown session)."""
+        ...
+
+    async def owner_spent(self, owner: str | None, day: str) -> Spend:
+        """What one owner's calls (None: the calls with no owner) spent on one UTC `day`
+        (`YYYY-MM-DD`), across every session, process and replica of the database."""
+        ...
+
+    async def usage_report(self, query: UsageQuery) -> tuple[list[UsageRow], UsageRow]:
+        """The rows of `query` and their total; `ValueError` for an unknown group, a naive
+        datetime or a limit outside 1..10,000."""
+        ...
+
+
 class Storage(
     SessionStorage,
     RunStorage,
@@ -318,6 +422,8 @@ class Storage(
     TurnLeaseStorage,
     DocumentStorage,
     AutomationStorage,
+    MemoryStorage,
+    UsageStorage,
     Protocol,
 ):
     """A whole database: every concern above, plus its schema and its lifetime.

@@ -51,6 +51,9 @@ class NewEvent:
     run_id: str | None
     agent: str | None
     bundle_version: str | None
+    search_text: str | None = None
+    """Words `search_sessions` finds this event by (None: it is not searchable); kept in
+    a full-text index beside the log, never returned with the event."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +191,144 @@ class AutomationState:
     paused: bool = False
     failures: int = 0
     alerted_at: datetime | None = None
+
+
+MemoryKind = Literal["user", "scope", "agent"]
+MEMORY_KINDS: tuple[MemoryKind, ...] = ("user", "scope", "agent")
+MAX_SEARCH_LIMIT = 50
+"""The most matches one `search_memory` or `search_sessions` call returns."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryOwner:
+    """Whose notes an agent keeps (SPEC 21): one person (`user`: their scope and `sub`,
+    `owner` "" for the operator), everyone of one scope (`scope`: `owner` ""), or
+    everyone (`agent`: `scope_id` and `owner` "")."""
+
+    kind: MemoryKind
+    scope_id: str
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEntry:
+    """One note an agent keeps about its owner."""
+
+    id: str
+    agent: str
+    owner: MemoryOwner
+    text: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryUsage:
+    """How full an owner's memory of one agent is, and whether an add went in."""
+
+    entries: int
+    chars: int
+    added: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryMatch:
+    """An entry found by `search_memory`, best first."""
+
+    entry: MemoryEntry
+    snippet: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMatch:
+    """An event of an earlier session found by `search_sessions`, best first: which
+    session, the agent that wrote it (or the session's root), when, and the words around
+    the match (matched words in [brackets])."""
+
+    session_id: str
+    agent: str
+    at: datetime
+    snippet: str
+
+
+UsageGroup = Literal["agent", "model", "owner", "scope", "day", "session"]
+USAGE_GROUPS: tuple[UsageGroup, ...] = ("agent", "model", "owner", "scope", "day", "session")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One model call's spend (SPEC 22): who called which model, for whom, what it cost.
+
+    `turn_id` is the root run of the turn the call belongs to; `owner` and `scope_id`
+    are the session's; `cost_usd` is None when the model's price is unknown;
+    `estimated` when the provider reported no usage and the runtime counted it.
+    `turn_first`, `agent_first`, `model_first`: the first call of its turn, of its agent in
+    the turn, of its model in the turn (what a report counts turns by).
+    """
+
+    session_id: str
+    turn_id: str
+    run_id: str
+    agent: str
+    model: str
+    owner: str | None
+    scope_id: str
+    at: datetime
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+    estimated: bool = False
+    turn_first: bool = False
+    agent_first: bool = False
+    model_first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """Tokens (input plus output) and USD (of the calls with a known price) spent."""
+
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """One line of a usage report: its key (`{"agent": "writer"}`; empty for the total) and
+    what the calls it groups spent."""
+
+    key: dict[str, str | None]
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cost_usd: float | None
+    model_calls: int
+    turns: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **self.key,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cost_usd": self.cost_usd,
+            "model_calls": self.model_calls,
+            "turns": self.turns,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class UsageQuery:
+    """Which calls a usage report counts: `since` <= at < `until` (None: unbounded), of one
+    caller (`scope_id` and `owner`; `scope_id` None: everyone's), grouped by `group_by`
+    (None: the total only). Rows come by day in time order, else most expensive first;
+    at most `limit` of them (the total counts every call)."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    group_by: UsageGroup | None = None
+    scope_id: str | None = None
+    owner: str | None = None
+    limit: int = 1000
 
 
 def utc_now() -> datetime:

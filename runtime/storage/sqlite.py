@@ -25,7 +25,10 @@ as lease expiries are held).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -43,7 +46,7 @@ from runtime.storage._rows import Decoders
 from runtime.storage._sql import Dialect, Filters, Operation, Plan, Result, SqlStorage, Statement
 from runtime.storage._values import iso, load
 from runtime.storage.migrations import SQLITE_MIGRATIONS, Migration
-from runtime.storage.records import FilterValue, utc_now
+from runtime.storage.records import FilterValue, MemoryOwner, utc_now
 
 T = TypeVar("T")
 
@@ -200,6 +203,7 @@ def _connect(path: Path) -> Connection:
         connection.execute("PRAGMA busy_timeout = 0")
         connection.create_function("amodal_now", 0, _now_text)
         connection.create_function("amodal_clock", 0, time.time)
+        connection.create_function("amodal_search_key", -1, search_key, deterministic=True)
     except sqlite3.Error as e:
         connection.close()
         raise StorageError(f"cannot set up the database {path}: {e}") from e
@@ -268,6 +272,159 @@ def _order(field: str | None, descending: bool) -> tuple[str, list[Any]]:
     return f"({_FIELD}) IS NULL, ({_FIELD}) {direction}, key", [field, field]
 
 
+# --- full-text search: FTS5 ----------------------------------------------------
+
+STOP_WORDS = frozenset(
+    """i me my myself we our ours ourselves you your yours yourself yourselves he him his
+    himself she her hers herself it its itself they them their theirs themselves what which
+    who whom this that these those am is are was were be been being have has had having do
+    does did doing a an the and but if or because as until while of at by for with about
+    against between into through during before after above below to from up down in out on
+    off over under again further then once here there when where why how all any both each
+    few more most other some such no nor not only own same so than too very s t can will
+    just don should now""".split()
+)
+"""English words a search leaves out, as PostgreSQL's `english` configuration does (its
+Snowball list): they are in nearly every message, so they find everything and rank
+nothing, and scoring them reads the whole index."""
+
+_SEARCH_TERM = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+_WORD = re.compile(r"\w")
+
+
+def _search_words(query: str) -> str | None:
+    """A websearch-style query (as PostgreSQL's `websearch_to_tsquery` reads one) in FTS5's
+    syntax: words and "phrases" all required, `or` between two alternatives, `-word` left
+    out, stop words dropped. Every term is quoted, so nothing a person types is FTS5
+    syntax."""
+    parts: list[str] = []
+    for negated, phrase, word in _SEARCH_TERM.findall(query):
+        term = phrase if phrase or not word else word
+        if word and word.startswith("-"):
+            negated, term = "-", word.lstrip("-")
+        if word.lower() == "or" and not negated:
+            if parts and parts[-1] not in ("AND", "OR", "NOT"):
+                parts.append("OR")
+            continue
+        term = " ".join(word for word in term.split() if word.lower() not in STOP_WORDS)
+        if not _WORD.search(term):
+            continue
+        if negated and not parts:
+            continue  # FTS5's NOT needs something before it
+        if parts and parts[-1] not in ("OR",):
+            parts.append("NOT" if negated else "AND")
+        parts.append('"' + term.replace('"', '""') + '"')
+    while parts and parts[-1] in ("AND", "OR", "NOT"):
+        parts.pop()
+    return " ".join(parts) or None
+
+
+SEARCH_WINDOW = 200
+"""How many of the newest matches a search ranks: FTS5 finds them in rowid order without
+scoring the rest, so a word that is in every message costs about what a rare one does (a
+person with more matching history than this finds the best of their newest)."""
+
+
+def search_key(*parts: object) -> str:
+    """The one token that names an owner in an index's `who` column (registered on every
+    connection as `amodal_search_key`): a hash, so no two owners share one and no owner's
+    name or case folding can make them."""
+    digest = hashlib.blake2b(json.dumps(parts).encode(), digest_size=12).hexdigest()
+    return f"k{digest}"
+
+
+def _owned(key: str, words: str) -> str:
+    # Column filters: the owner's token in `who`, the person's words in `text` only.
+    return f'who : "{key}" AND text : ({words})'
+
+
+# bm25 with the `who` column weighted 0: every candidate has the same owner token.
+_BEST = """
+    best AS (
+        SELECT w.n, w.score FROM (
+            SELECT rowid AS n, bm25({table}, 1.0, 0.0) AS score FROM {table}
+            WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT {window}
+        ) AS w {keep} ORDER BY w.score, w.n DESC LIMIT ?
+    )
+"""
+_SNIPPET = "'[', ']', '…', 16"
+_MEMORY_MATCHES = f"""
+    WITH {_BEST.format(table="memory_search", window=SEARCH_WINDOW, keep="")}
+    SELECT m.id, m.agent, m.kind, m.scope_id, m.owner, m.text, m.created_at,
+           snippet(memory_search, 0, {_SNIPPET})
+    FROM memory_search
+    JOIN best ON best.n = memory_search.rowid
+    JOIN memory_entries m ON m.n = memory_search.rowid
+    WHERE memory_search MATCH ? AND m.agent = ? AND m.kind = ? AND m.scope_id = ?
+      AND m.owner = ?
+    ORDER BY best.score, m.n
+"""
+_SESSION_BEST = _BEST.format(
+    table="event_search",
+    window=SEARCH_WINDOW,
+    keep="JOIN event_texts kept ON kept.n = w.n WHERE kept.session_id <> ?",
+)
+_SESSION_MATCHES = f"""
+    WITH {_SESSION_BEST}
+    SELECT t.session_id, COALESCE(e.agent, s.root_agent), e.created_at,
+           snippet(event_search, 0, {_SNIPPET})
+    FROM event_search
+    JOIN best ON best.n = event_search.rowid
+    JOIN event_texts t ON t.n = event_search.rowid
+    JOIN sessions s ON s.id = t.session_id
+    JOIN events e ON e.session_id = t.session_id AND e.seq = t.seq
+    WHERE event_search MATCH ? AND s.scope_id = ? AND s.owner IS ? AND s.id <> ?
+    ORDER BY best.score, t.n DESC
+"""
+
+
+# First try: the newest matches of everyone, the owner's kept (no owner token: reading a
+# large owner's token list costs more than the whole window).
+_SESSION_WINDOW = f"""
+    WITH newest AS (
+        SELECT rowid AS n, bm25(event_search, 1.0, 0.0) AS score FROM event_search
+        WHERE event_search MATCH ? ORDER BY rowid DESC LIMIT {SEARCH_WINDOW}
+    ),
+    best AS (
+        SELECT w.n, w.score FROM newest AS w
+        JOIN event_texts kept ON kept.n = w.n
+        JOIN sessions ks ON ks.id = kept.session_id
+        WHERE ks.scope_id = ? AND ks.owner IS ? AND ks.id <> ?
+        ORDER BY w.score, w.n DESC LIMIT ?
+    )
+    SELECT t.session_id, COALESCE(e.agent, s.root_agent), e.created_at,
+           snippet(event_search, 0, {_SNIPPET}), (SELECT COUNT(*) FROM newest)
+    FROM event_search
+    JOIN best ON best.n = event_search.rowid
+    JOIN event_texts t ON t.n = event_search.rowid
+    JOIN sessions s ON s.id = t.session_id
+    JOIN events e ON e.session_id = t.session_id AND e.seq = t.seq
+    WHERE event_search MATCH ?
+    ORDER BY best.score, t.n DESC
+"""
+
+
+def _session_window(
+    words: str, scope_id: str, owner: str | None, exclude: str, limit: int
+) -> tuple[str, list[Any]]:
+    match = f"text : ({words})"
+    return _SESSION_WINDOW, [match, scope_id, owner, exclude, limit, match]
+
+
+def _memory_matches(
+    words: str, agent: str, owner: MemoryOwner, limit: int
+) -> tuple[str, list[Any]]:
+    match = _owned(search_key(agent, owner.kind, owner.scope_id, owner.owner), words)
+    return _MEMORY_MATCHES, [match, limit, match, agent, owner.kind, owner.scope_id, owner.owner]
+
+
+def _session_matches(
+    words: str, scope_id: str, owner: str | None, exclude: str, limit: int
+) -> tuple[str, list[Any]]:
+    match = _owned(search_key(scope_id, owner), words)
+    return _SESSION_MATCHES, [match, exclude, limit, match, scope_id, owner, exclude]
+
+
 SQLITE = Dialect(
     rows=Decoders(time=datetime.fromisoformat, json=load, body=load),
     time=iso,
@@ -283,7 +440,20 @@ SQLITE = Dialect(
     statements=_statements,
     document_filters=_filters,
     document_order=_order,
+    search_words=_search_words,
+    memory_matches=_memory_matches,
+    session_matches=_session_matches,
+    session_window=_session_window,
+    search_window=SEARCH_WINDOW,
+    owner_lock=None,  # BEGIN IMMEDIATE holds the whole database
 )
 SqliteStorage.dialect = SQLITE
 
-__all__ = ["BUSY_TIMEOUT_SECONDS", "SQLITE", "SqliteStorage"]
+__all__ = [
+    "BUSY_TIMEOUT_SECONDS",
+    "SEARCH_WINDOW",
+    "SQLITE",
+    "STOP_WORDS",
+    "SqliteStorage",
+    "search_key",
+]

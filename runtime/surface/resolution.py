@@ -36,6 +36,7 @@ from runtime.repo.registry import (
     FILE_TOOLS,
     LOAD_KNOWLEDGE,
     LOAD_SKILL,
+    MEMORY_TOOLS,
     PROTOCOL_TOOLS,
     REQUEST,
     store_ops,
@@ -233,6 +234,8 @@ def _resolve_agent(
         tools.add(CALL_SUBAGENT)
     if connections:
         tools.add(REQUEST)
+    if bundle.memory(agent) is not None:
+        tools |= set(MEMORY_TOOLS)  # from `memory` alone: the loader refuses them in `tools`
     # A tool whose own entry was excluded but that another declaration grants (an
     # included skill, the protocol) is not missing: listing it would contradict `tools`.
     missing = [item for item in excluded if item.kind != "tool" or item.name not in tools]

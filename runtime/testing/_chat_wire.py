@@ -26,6 +26,8 @@ QUIRKS = {
     ),
     "keepalive_comments": "SSE comment lines `: OPENROUTER PROCESSING` in the stream (OpenRouter)",
     "whole_tool_calls": "each tool call arrives whole, in one delta (Ollama)",
+    "no_usage": "no usage is reported, even when `stream_options.include_usage` asks (some "
+    "self-hosted servers and gateways)",
 }
 """What an OpenAI-compatible provider does differently, as `ScriptedModel(quirks=...)` plays
 it; each is documented by its provider or in its issue tracker (docs/models.md)."""
@@ -105,7 +107,8 @@ class ChatWire:
         if "stop_after_tool_calls" in self.quirks:
             finish = "stop"
         events.append(delta({}, finish))
-        if (request.body.get("stream_options") or {}).get("include_usage"):
+        asked = (request.body.get("stream_options") or {}).get("include_usage")
+        if asked and "no_usage" not in self.quirks:
             events.append(event([], usage=self._usage(request, step)))
         events.append(b"data: [DONE]\n\n")
         return StreamPlan(events, text_end, mid_call, calls_end)

@@ -36,6 +36,9 @@ class ToolContext:
     """The tool call being answered (set per call by the loop)."""
     depth: int = 0
     """The run's depth: 0 for the root, 1 for its specialists, ..."""
+    owner: str | None = None
+    """Who the caller of the turn is as an owner of sessions and memory (its `sub`, "" for
+    the operator, None for a caller without one); from credentials, never from a prompt."""
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]

@@ -23,7 +23,7 @@ from tests.console.conftest import (
 )
 from tests.server.conftest import ServeProcess
 
-NAVIGATION = ["Agents", "Chat", "Sessions", "Stores", "Health"]
+NAVIGATION = ["Agents", "Chat", "Sessions", "Memory", "Stores", "Health"]
 
 
 def send(page: Page, text: str) -> None:
@@ -421,6 +421,7 @@ def test_every_page_is_readable_at_375_pixels_wide(page: Page, desk: Desk) -> No
         f"/console/chat?session={session_id}": page.get_by_role("treeitem", name="writer"),
         "/console/sessions": page.get_by_role("table", name="Sessions"),
         f"/console/sessions/{session_id}": page.get_by_role("treeitem", name="writer"),
+        "/console/memory": page.get_by_role("combobox", name="Agent"),
         "/console/stores": page.get_by_role("combobox", name="Store"),
         "/console/health": page.locator("dl.facts"),
     }

@@ -19,7 +19,7 @@ import pytest
 from junitparser import Error, Failure, JUnitXml
 
 from runtime.evals.judge import JUDGE_PROMPT
-from runtime.testing import RecordedRequest, ScriptedModel, Step
+from runtime.testing import RecordedRequest, ScriptedModel, Step, error
 
 TRIAGE = """\
 cases:
@@ -415,3 +415,65 @@ def test_compare_takes_no_suite_or_case(new_repo: Path, amodal: Callable[..., An
 
     assert result.code == 2
     assert "--compare reads two kept runs" in result.stderr
+
+
+def on_a_terminal(cwd: Path, *args: str) -> str:
+    """`amodal ARGS` with its stderr on a terminal (the progress bar shows): what it showed."""
+    master, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("amodal")), *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+    os.close(terminal)
+    shown = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            shown += chunk
+        elif process.poll() is not None:
+            break
+    process.communicate(timeout=60)
+    os.close(master)
+    return shown.decode(errors="replace")
+
+
+def test_a_retry_warning_prints_above_the_progress_bar_not_through_it(
+    new_repo: Path, scripted_model: ScriptedModel
+) -> None:
+    scripted_model.enqueue(error(503, "busy"))
+    scripted_model.respond(follows_the_prompt)
+
+    shown = on_a_terminal(new_repo, "eval", "--concurrency", "1")
+
+    [warning] = [line for line in shown.splitlines() if "model_retry" in line]
+    assert warning.lstrip("\r\x1b[2K").startswith("amodal: warning: model_retry")
+    assert "━" not in warning  # the bar is redrawn below it, never mixed into the line
+    assert "2/2" in shown
+
+
+def test_eval_runs_four_cases_at_once_on_a_configured_model_and_one_on_the_offline_one(
+    new_repo: Path,
+    scripted_model: ScriptedModel,
+    amodal: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from runtime import load_bundle
+    from runtime.cli.eval_output import uses_offline_model
+
+    scripted_model.respond(follows_the_prompt)
+    ran = amodal("eval", "--json", cwd=new_repo)
+    assert json.loads(ran.stdout)["concurrency"] == 4
+    bundle = load_bundle(new_repo)
+    assert not uses_offline_model(bundle)  # the scripted model's endpoint is configured
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "MODEL_MAIN"):
+        monkeypatch.delenv(name, raising=False)
+    assert uses_offline_model(bundle)  # nothing configured: the offline model, one at a time

