@@ -649,6 +649,7 @@ class Runtime:
         if not operator:
             raise PermissionError("only an operator lists every pending confirmation")
         return await self.storage.list_all_pending(limit)
+
     async def usage(
         self,
         *,

@@ -110,7 +110,10 @@ class Automations:
         )
         self.on_run_ended = on_run_ended
         """Told (automation, status) as each run ends: `/metrics` counts them."""
-        self._due: dict[str, datetime] = {}
+        self._due: dict[tuple[str, str, str], datetime] = {}
+        # When each automation was first seen: one a reload adds later has no history
+        # either, and must not fire a slot from before it existed.
+        self._seen = dict.fromkeys(runtime.bundle.automations, self.started_at)
         self._following: set[str] = set()
 
     @classmethod
@@ -176,7 +179,6 @@ class Automations:
     async def resume(self, name: str) -> None:
         self.definition(name)
         await self.storage.set_automation_paused(name, False)
-        self._due.pop(name, None)
 
     async def run_now(self, name: str) -> AutomationRunRecord:
         """Start a manual run (whatever the automation's trigger)."""
@@ -387,14 +389,15 @@ class Automations:
         for name, definition in sorted(self.definitions().items()):
             if definition.cron is None:
                 continue
-            due = self._due.get(name)
+            key = (name, definition.cron, definition.timezone)  # a reload may change them
+            due = self._due.get(key)
             if due is not None and now < due:
                 continue  # nothing new since the last look: no database work
             if states is None:
                 states = await self.storage.automation_states()
             paused = states.get(name, AutomationState(name)).paused
             claimed += await self._fire(definition, now, paused)
-            self._due[name] = definition.next_slot(now) or now
+            self._due[key] = definition.next_slot(now) or now
         return claimed
 
     async def _fire(
@@ -404,7 +407,7 @@ class Automations:
         if newest is None:
             return []
         last = await self.storage.latest_automation_slot(definition.name)
-        since = last if last is not None else self.started_at
+        since = last if last is not None else self._seen.setdefault(definition.name, now)
         if newest <= since:
             return []  # a clock that went back never reaches a slot already had
         slots = [newest]

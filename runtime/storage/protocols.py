@@ -445,6 +445,8 @@ class MemoryStorage(Protocol):
         """The events (those appended with a `search_text`) of the sessions of `scope_id`
         owned by `owner` (None: the sessions without one) that match `query`, best first,
         leaving out `exclude_session`. No other session's text is ever read."""
+
+
 class UsageStorage(Protocol):
     """What model calls spent (SPEC 22). Records outlive their session: deleting a session
     never gives its money back to a daily limit."""

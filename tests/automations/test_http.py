@@ -196,3 +196,12 @@ async def test_pending_confirmations_are_listed_for_the_operator(
     )
     assert approved.status_code == 200, approved.text
     assert (await client.get("/confirmations", headers=OPERATOR)).json()["confirmations"] == []
+
+
+async def test_metrics_count_runs_by_automation_and_status(client, scripted_model: ScriptedModel):
+    scripted_model.reply("counted")
+    run = (await client.post("/automations/digest/run", headers=OPERATOR)).json()
+    await settled(client, "digest", run["run_id"])
+    metrics = (await client.get("/metrics", headers=OPERATOR)).text
+    assert 'amodal_automation_runs_total{automation="digest",status="ok"} 1.0' in metrics
+    assert 'face="automation"' in metrics

@@ -178,3 +178,22 @@ async def test_the_outcome_is_delivered_to_a_store_and_a_signed_webhook(
     assert post.headers["X-Amodal-Signature"] == expected
     assert post.headers["X-Amodal-Delivery"] == f"{run}-1"
     assert json.loads(post.body)["done_reason"] == "model_stop"
+
+
+async def test_a_specialist_of_a_read_only_run_is_read_only_too(
+    repo, make_repo, scripted_model: ScriptedModel, tmp_path: Path
+):
+    calls = {"calls": [{"subagent": "reporter", "task": "note it"}]}
+    scripted_model.tool_call("call_subagent", calls).reply("noted").reply("done")
+    files = repo(digest=automation(agent="default"))
+    make_repo({"agents/default/agent.json": {"stores": {"notes": "rw"}, "subagents": ["reporter"]}})
+    async with (
+        Runtime.open(files, database=tmp_path / "d") as rt,
+        Automations.open(rt) as service,
+    ):
+        ended = await finished(service, (await service.run_now("digest")).id)
+    assert ended.status == "ok"
+    root = scripted_model.requests[0]
+    (specialist,) = [r for r in scripted_model.requests if "You write reports." in (r.system or "")]
+    assert "store__notes__put" not in root.tools and "store__notes__put" not in specialist.tools
+    assert "store__notes__get" in specialist.tools

@@ -5,6 +5,7 @@ jumps back never firing a slot twice. (`test_two_servers.py` runs real processes
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -177,3 +178,21 @@ async def test_a_paused_automation_skips_its_slots_until_resumed(
         clock.now = T10 + timedelta(hours=1, seconds=1)
         (run,) = await service.tick()
         assert (await ended(service, [run]))[0].status == "ok"
+
+
+async def test_an_automation_a_reload_adds_fires_no_slot_from_before_it_existed(
+    services, scripted_model: ScriptedModel
+):
+    scripted_model.reply("first real slot")
+    clock = Clock(T10 - timedelta(minutes=30))
+    async with services(clock) as service:
+        assert await service.tick() == []  # hourly: nothing due before 10:00
+        late = {"message": "Late.", "trigger": {"cron": "0 * * * *"}}
+        root = service.runtime.bundle.root
+        (root / "automations" / "late.json").write_text(json.dumps(late))
+        assert await service.runtime.reload()
+        clock.now = T10 + timedelta(minutes=30)  # hourly existed at 10:00, late did not
+        claimed = {r.automation: r for r in await service.tick()}
+        assert sorted(claimed) == ["hourly"] and claimed["hourly"].status == "running"
+        await ended(service, [claimed["hourly"]])
+        assert await service.runs("late") == []

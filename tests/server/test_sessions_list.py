@@ -91,7 +91,8 @@ async def test_the_list_is_newest_activity_first_with_each_sessions_root(
     body = (await api.client.get("/sessions", headers=bearer(KEYS["alice"]))).json()
 
     assert [s["id"] for s in body["sessions"]] == [first, second]
-    assert set(body["sessions"][0]) == {"id", "agent", "created_at", "updated_at"}
+    assert set(body["sessions"][0]) == {"id", "agent", "kind", "created_at", "updated_at"}
+    assert body["sessions"][0]["kind"] == "chat"
     assert body["sessions"][0]["agent"] == "default"
     assert (body["limit"], body["offset"]) == (20, 0)
 

@@ -91,6 +91,10 @@ def add_console(app: FastAPI, auth: Authenticator) -> None:
     async def stores() -> HTMLResponse:
         return page("stores", title="Stores")
 
+    @app.get("/console/automations", include_in_schema=False)
+    async def automations() -> HTMLResponse:
+        return page("automations", title="Automations")
+
     @app.get("/console/usage", include_in_schema=False)
     async def usage() -> HTMLResponse:
         return page("usage", title="Usage")
