@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.repo.registry import FILE_TOOLS, PROTOCOL_TOOLS, store_tool_name
+from runtime.repo.registry import (
+    FILE_TOOLS,
+    MEMORY_TOOLS,
+    PROTOCOL_TOOLS,
+    SESSION_SEARCH,
+    store_tool_name,
+)
 
 from ._helpers import line_of, load, only_error, valid
 
@@ -23,11 +29,13 @@ def test_builtin_tools_are_always_in_the_registry(make_repo):
     registry = valid(load(make_repo())).bundle.registry
 
     expected = {
-        *PROTOCOL_TOOLS, "call_subagent", "load_skill", "load_knowledge", "request", *FILE_TOOLS
+        *PROTOCOL_TOOLS, "call_subagent", "load_skill", "load_knowledge", "request", *FILE_TOOLS,
+        *MEMORY_TOOLS, SESSION_SEARCH,
     }  # fmt: skip
     assert set(registry) == expected
     assert registry["stop_execution"].kind == "protocol"
     assert registry["call_subagent"].kind == "delegation"
+    assert registry["memory__add"].kind == "memory"
     assert all(registry[name].description for name in expected)
 
 
