@@ -166,9 +166,10 @@ class Compactor:
         `ContextOverflowError` if it still does not fit at all."""
         room = card.input_budget
         events: list[Event] = []
-        if self.settings is not None and self.view.tokens(base) >= self.settings.threshold * room:
-            events = await self.compact(base, target=self.settings.threshold * room)
         needed = self.view.tokens(base)
+        if self.settings is not None and needed >= self.settings.threshold * room:
+            events = await self.compact(base, target=self.settings.threshold * room)
+            needed = self.view.tokens(base)  # what compacting left
         if needed > room:
             raise ContextOverflowError(model, card.context_window, needed)
         return events

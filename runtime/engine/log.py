@@ -855,15 +855,28 @@ async def append(
 ) -> Logged:
     """Append one entry, shielded from cancellation (a cancelled turn still writes it)."""
     with anyio.CancelScope(shield=True):
-        stored = await storage.append_event(
-            session_id,
-            entry.kind,
-            entry.data(),
-            run_id=run_id,
-            agent=agent,
-            bundle_version=bundle_version,
-            search_text=_search_text(entry),
-        )
+        logged = await _append(storage, session_id, entry, run_id, agent, bundle_version)
+    return logged
+
+
+async def _append(
+    storage: Storage,
+    session_id: str,
+    entry: LogEntry,
+    run_id: str,
+    agent: str,
+    bundle_version: str | None,
+) -> Logged:
+    """`append` without its shield, for callers inside one already."""
+    stored = await storage.append_event(
+        session_id,
+        entry.kind,
+        entry.data(),
+        run_id=run_id,
+        agent=agent,
+        bundle_version=bundle_version,
+        search_text=_search_text(entry),
+    )
     return Logged(
         session_id,
         stored.seq,
@@ -928,15 +941,10 @@ class SessionLog:
         self._streamed.add(run_id)
 
     async def record(self, entry: LogEntry, *, run_id: str, agent: str) -> list[Event]:
-        with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):  # the append, and telling the view of it
             async with self._lock:
-                logged = await append(
-                    self._storage,
-                    self._session_id,
-                    entry,
-                    run_id=run_id,
-                    agent=agent,
-                    bundle_version=self._version,
+                logged = await _append(
+                    self._storage, self._session_id, entry, run_id, agent, self._version
                 )
                 found = wire_events(logged)
                 if run_id in self._streamed:

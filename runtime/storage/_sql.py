@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable, Generator, Sequence
@@ -198,7 +199,9 @@ _QUEUE_COLUMNS = (
 _RUNNING = f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ? AND status = 'running'"
 
 
+@functools.cache
 def _marks(count: int) -> str:
+    # Cached: every append and every usage record asks for the same few counts.
     return ", ".join("?" * count)
 
 
@@ -251,6 +254,22 @@ _DAY_SUMS = (
     "model_first",
 )
 
+# The statements `record_usage` runs for every model call, built once.
+_INSERT_USAGE = f"INSERT INTO usage_records ({_USAGE_COLUMNS}) VALUES ({_marks(17)})"
+_ADD_OWNER_DAY = (
+    "INSERT INTO usage_owner_days (owner_key, day, tokens, cost_usd) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (owner_key, day) DO UPDATE SET "
+    "tokens = usage_owner_days.tokens + excluded.tokens, "
+    "cost_usd = usage_owner_days.cost_usd + excluded.cost_usd"
+)
+_ADD_USAGE_DAY = (
+    f"INSERT INTO usage_days ({_DAY_COLUMNS}) VALUES ({_marks(14)}) "
+    "ON CONFLICT (day, agent, model, owner_key, scope_id) DO UPDATE SET "
+    + ", ".join(f"{name} = usage_days.{name} + excluded.{name}" for name in _DAY_SUMS)
+    + ", cost_usd = CASE WHEN usage_days.cost_usd IS NULL AND excluded.cost_usd IS NULL "
+    "THEN NULL ELSE COALESCE(usage_days.cost_usd, 0) + COALESCE(excluded.cost_usd, 0) END"
+)
+
 
 class UsageSql:
     """The usage records' SQL (SPEC 22), mixed into `SqlStorage`."""
@@ -293,29 +312,17 @@ class UsageSql:
             int(r.agent_first),
             int(r.model_first),
         )
-        insert = Statement(
-            f"INSERT INTO usage_records ({_USAGE_COLUMNS}) VALUES ({_marks(17)})", row
-        )
-        day = (_owner_key(r.owner), row[8], r.input_tokens + r.output_tokens, r.cost_usd or 0.0)
-        add = Statement(
-            "INSERT INTO usage_owner_days (owner_key, day, tokens, cost_usd) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (owner_key, day) DO UPDATE SET "
-            "tokens = usage_owner_days.tokens + excluded.tokens, "
-            "cost_usd = usage_owner_days.cost_usd + excluded.cost_usd",
-            day,
-        )
-
+        insert = Statement(_INSERT_USAGE, row)
+        owner_key = _owner_key(r.owner)
+        day = (owner_key, row[8], r.input_tokens + r.output_tokens, r.cost_usd or 0.0)
+        add = Statement(_ADD_OWNER_DAY, day)
         summed = Statement(
-            f"INSERT INTO usage_days ({_DAY_COLUMNS}) VALUES ({_marks(14)}) "
-            "ON CONFLICT (day, agent, model, owner_key, scope_id) DO UPDATE SET "
-            + ", ".join(f"{name} = usage_days.{name} + excluded.{name}" for name in _DAY_SUMS)
-            + ", cost_usd = CASE WHEN usage_days.cost_usd IS NULL AND excluded.cost_usd IS NULL "
-            "THEN NULL ELSE COALESCE(usage_days.cost_usd, 0) + COALESCE(excluded.cost_usd, 0) END",
+            _ADD_USAGE_DAY,
             (
                 row[8],
                 r.agent,
                 r.model,
-                _owner_key(r.owner),
+                owner_key,
                 r.owner,
                 r.scope_id,
                 r.input_tokens,

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from runtime._logs import logger
@@ -86,6 +87,19 @@ class SqliteStorage(SqlStorage):
 
     def __repr__(self) -> str:
         return f"SqliteStorage({str(self.path)!r})"
+
+    async def _write(self, plan: Plan[T]) -> T:
+        # The first try is synchronous (nothing can cancel it half-way), so it needs no
+        # shield; only a write that must wait for another process's lock is shielded
+        # while it waits, as `SqlStorage._write` does. A turn makes ~20 writes, nearly
+        # all taking the first try: this skips a cancel scope (~4 µs) for each.
+        done, result = self._try(plan, True)
+        if not done:
+            with anyio.CancelScope(shield=True):
+                result = await self._execute(plan, write=True)
+        # The caller was perhaps cancelled meanwhile: it gets that, not the result.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        return result
 
     async def _execute(self, plan: Plan[T], *, write: bool) -> T:
         """Run the operation on the loop's thread; when another process holds the
