@@ -1,4 +1,5 @@
-"""`ServeProcess`: `amodal serve` in a subprocess, as a user runs it, for tests and benchmarks.
+"""`ServeProcess` and `WorkerProcess`: `amodal serve` and `amodal worker` in a subprocess, as a
+user runs them, for tests and benchmarks.
 
     environment = {"OPENAI_BASE_URL": model.base_url, "MODEL_MAIN": "scripted"}
     with ServeProcess(repo, environment) as server:
@@ -31,36 +32,26 @@ import httpx
 _SERVING = re.compile(r"^amodal: serving .* on http://[^ ]+:(\d+)")
 
 
-class ServeProcess:
-    """One `amodal serve` process; `args` are more command-line options (`--no-reload`,
-    `--workers 2`, ...), `env` is added to this process's environment, `cpu` pins it."""
+class _AmodalProcess:
+    """One `amodal COMMAND` process; its stderr read as it comes (`lines`), a line at a time
+    through `_saw`."""
 
     def __init__(
         self,
         repo: Path,
-        env: Mapping[str, str] | None = None,
-        *args: str,
-        cpu: int | None = None,
+        command: list[str],
+        env: Mapping[str, str] | None,
+        cpu: int | None,
     ) -> None:
-        self.port: int | None = None
         self.lines: list[str] = []
-        """What the server printed on stderr so far."""
-        self._bound = threading.Event()
+        """What the process printed on stderr so far."""
 
         def pin() -> None:
             if cpu is not None:
                 os.sched_setaffinity(0, {cpu})
 
         self.process = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("amodal")),
-                "--repo",
-                str(repo),
-                "serve",
-                "--port",
-                "0",
-                *args,
-            ],
+            [str(Path(sys.executable).with_name("amodal")), "--repo", str(repo), *command],
             env={**os.environ, **(env or {})},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -79,38 +70,18 @@ class ServeProcess:
     def pid(self) -> int:
         return self.process.pid
 
-    @property
-    def url(self) -> str:
-        if self.port is None:
-            raise RuntimeError("call wait_ready() first: the server picks its port as it starts")
-        return f"http://127.0.0.1:{self.port}"
-
     def _read(self) -> None:
         assert self.process.stderr is not None
         for line in self.process.stderr:
             self.lines.append(line)
-            bound = _SERVING.match(line)
-            if bound is not None and self.port is None:
-                self.port = int(bound.group(1))
-                self._bound.set()
-        self._bound.set()  # it exited: nobody waits for a port that will never come
+            self._saw(line)
+        self._ended()
 
-    def wait_ready(self, timeout: float = 120) -> None:
-        """Until `/health` answers 200. The deadline only bounds a server that hangs: one
-        that fails exits, and that is seen at once; a start takes seconds on a busy machine."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self._reader.join(timeout=5)
-                raise RuntimeError(
-                    f"amodal serve exited ({self.process.returncode}):\n{self.output}"
-                )
-            if self._bound.wait(timeout=0.05) and self.port is not None:
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{self.url}/health", timeout=10).status_code == 200:
-                        return
-                time.sleep(0.05)
-        raise RuntimeError(f"amodal serve did not answer /health within {timeout:g} s")
+    def _saw(self, line: str) -> None:
+        """One line of stderr, as it comes."""
+
+    def _ended(self) -> None:
+        """Its stderr closed: it exited."""
 
     def wait(self, timeout: float) -> int:
         """Until the process exits by itself; its exit code (all its output is read)."""
@@ -141,10 +112,55 @@ class ServeProcess:
         self.stop()
 
 
-__all__ = ["ServeProcess"]
+class ServeProcess(_AmodalProcess):
+    """One `amodal serve` process; `args` are more command-line options (`--no-reload`,
+    `--workers 2`, ...), `env` is added to this process's environment, `cpu` pins it."""
+
+    def __init__(
+        self,
+        repo: Path,
+        env: Mapping[str, str] | None = None,
+        *args: str,
+        cpu: int | None = None,
+    ) -> None:
+        self.port: int | None = None
+        self._bound = threading.Event()
+        super().__init__(repo, ["serve", "--port", "0", *args], env, cpu)
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("call wait_ready() first: the server picks its port as it starts")
+        return f"http://127.0.0.1:{self.port}"
+
+    def _saw(self, line: str) -> None:
+        bound = _SERVING.match(line)
+        if bound is not None and self.port is None:
+            self.port = int(bound.group(1))
+            self._bound.set()
+
+    def _ended(self) -> None:
+        self._bound.set()  # it exited: nobody waits for a port that will never come
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Until `/health` answers 200. The deadline only bounds a server that hangs: one
+        that fails exits, and that is seen at once; a start takes seconds on a busy machine."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self._reader.join(timeout=5)
+                raise RuntimeError(
+                    f"amodal serve exited ({self.process.returncode}):\n{self.output}"
+                )
+            if self._bound.wait(timeout=0.05) and self.port is not None:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{self.url}/health", timeout=10).status_code == 200:
+                        return
+                time.sleep(0.05)
+        raise RuntimeError(f"amodal serve did not answer /health within {timeout:g} s")
 
 
-class WorkerProcess:
+class WorkerProcess(_AmodalProcess):
     """One `amodal worker` process (no HTTP); `args` are more options (`--concurrency 2`)."""
 
     def __init__(
@@ -154,35 +170,14 @@ class WorkerProcess:
         *args: str,
         cpu: int | None = None,
     ) -> None:
-        self.lines: list[str] = []
         self._ready = threading.Event()
+        super().__init__(repo, ["worker", *args], env, cpu)
 
-        def pin() -> None:
-            if cpu is not None:
-                os.sched_setaffinity(0, {cpu})
+    def _saw(self, line: str) -> None:
+        if line.startswith("amodal: worker ready"):
+            self._ready.set()
 
-        self.process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("amodal")), "--repo", str(repo), "worker", *args],
-            env={**os.environ, **(env or {})},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=pin if cpu is not None else None,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.lines.append(line)
-            if line.startswith("amodal: worker ready"):
-                self._ready.set()
+    def _ended(self) -> None:
         self._ready.set()
 
     def wait_ready(self, timeout: float = 120) -> None:
@@ -191,13 +186,5 @@ class WorkerProcess:
             self._reader.join(timeout=5)
             raise RuntimeError(f"amodal worker did not start:\n{self.output}")
 
-    def stop(self) -> None:
-        """Terminate it (kill it if it does not stop within 15 s) and read the rest."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._reader.join(timeout=5)
+
+__all__ = ["ServeProcess", "WorkerProcess"]
