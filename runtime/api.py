@@ -475,15 +475,19 @@ class Runtime:
         autonomous: bool = False,
         thread: str | None = None,
         face: str = "chat",
+        metadata: Mapping[str, Any] | None = None,
     ) -> QueuedChat:
         """Queue a background turn (SPEC 23) and return at once: it runs on whichever process
         of the database takes background work first (`amodal serve`, `amodal worker`, a
         runtime opened with `background=N`, `work`), once, and survives the death of the
         process running it. Refusals raise now, as `begin` would (`UnknownAgentError`,
         `SessionNotFoundError`, ...); the session is created when new. Follow it with
-        `follow(session_id)`; it is `turn_id` among `turns(session_id)`."""
+        `follow(session_id)`; it is `turn_id` among `turns(session_id)`. `metadata` is kept
+        on the session it starts, as with `begin` (automations' `read_only` holds for it)."""
         request = _request(message, agent, context, session_id, autonomous)
-        request = dataclasses.replace(request, thread=thread, face=face)
+        request = dataclasses.replace(
+            request, thread=thread, face=face, metadata=dict(metadata or {})
+        )
         queued = await self._chats.enqueue(request, _caller(claims, operator))
         return QueuedChat(queued.session_id, queued.turn_id)
 

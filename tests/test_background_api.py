@@ -12,6 +12,7 @@ import pytest
 from runtime import Runtime, events
 from runtime.exceptions import SessionNotFoundError, UnknownAgentError
 from runtime.testing import ScriptedModel
+from tests.automations._repo import FILES
 
 pytestmark = pytest.mark.anyio
 
@@ -50,3 +51,26 @@ async def test_a_refused_background_request_queues_nothing(
             await rt.enqueue("x", session_id="missing", operator=True)
         assert await rt.queue_counts() == {}
         assert await rt.queued_turn("run_unknown") is None
+
+
+async def test_a_queued_turn_keeps_its_metadata_and_a_read_only_session_stays_read_only(
+    make_repo: Callable[..., Path], scripted_model: ScriptedModel, tmp_path: Path
+) -> None:
+    scripted_model.reply("looked").reply("could write")
+    database = str(tmp_path / "meta.db")
+    async with Runtime.open(make_repo(FILES), database=database, background=1) as rt:
+        kept = {"kind": "automation", "automation": "digest", "read_only": True}
+        locked = await rt.enqueue("look", agent="reporter", operator=True, metadata=kept)
+        free = await rt.enqueue("write", agent="reporter", operator=True)
+        with anyio.fail_after(20):
+            for queued in (locked, free):
+                streamed = [e async for e in await rt.follow(queued.session_id, operator=True)]
+                assert isinstance(streamed[-1], events.Done)
+        session = await rt.storage.get_session(locked.session_id)
+        assert session is not None and session.metadata == kept
+        plain = await rt.storage.get_session(free.session_id)
+        assert plain is not None and plain.metadata == {}
+    by_message = {request.last_user: request.tools for request in scripted_model.requests}
+    assert "store__notes__query" in by_message["look"]
+    assert "store__notes__put" not in by_message["look"]  # read-only: no write tool at all
+    assert "store__notes__put" in by_message["write"]

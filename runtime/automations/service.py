@@ -5,9 +5,11 @@
 Every run is recorded in the database first (`claim_automation_run`), so what one
 process starts no other starts again: a cron slot or a webhook delivery id is one row.
 
-`start_run` is the one place a run's turn begins (`Runtime.begin`, in this process); the
-outcome is then recorded, delivered and counted for the failure alert by the task that
-follows the turn to its end.
+`start_run` is the one place a run's turn begins: a background turn in the durable queue
+(`Runtime.enqueue`), run by whichever process takes queued work. The task that follows it
+(`Runtime.follow`, from any process) records, delivers and counts the outcome for the
+failure alert; when that task's process died, the scheduler's `sweep` on any process does,
+once (`claim_automation_finish`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import httpx
 from anyio.abc import TaskGroup
 
 from runtime import events
-from runtime.api import ChatResult, RunningTurn, Runtime
+from runtime.api import ChatResult, Runtime
 from runtime.automations.delivery import BACKOFF_SECONDS, Deliverer
 from runtime.exceptions import AmodalError, DefinitionError, RequestError
 from runtime.repo.automations import AutomationDefinition, TriggerKind
@@ -51,6 +53,8 @@ would otherwise write 43,000 rows)."""
 STALE_MARGIN = timedelta(seconds=60)
 """A run `running` this long past its timeout belongs to a process that died: it no
 longer holds back `overlap: skip`."""
+SWEEP_SECONDS = 5.0
+"""How often the scheduler looks for runs whose follower died (`sweep`)."""
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -253,7 +257,7 @@ class Automations:
     ) -> AutomationRunRecord:
         try:
             message = render_message(definition, record, payload)
-            turn = await self.runtime.begin(
+            queued = await self.runtime.enqueue(
                 message,
                 agent=definition.agent,
                 claims=definition.claims,
@@ -271,45 +275,88 @@ class Automations:
             ended = dataclasses.replace(
                 record, status="error", error=str(refused), ended_at=self.clock()
             )
-            self._group.start_soon(self._after, definition, ended)
+            self._group.start_soon(self._finish, definition, ended)
             return ended
-        record = dataclasses.replace(record, session_id=turn.session_id)
+        record = dataclasses.replace(record, session_id=queued.session_id)
         await self.storage.update_automation_run(record)
         self._following.add(record.id)
-        self._group.start_soon(self._follow, definition, record, turn)
+        self._group.start_soon(self._follow, definition, record, queued.turn_id)
         return record
 
     async def _follow(
-        self, definition: AutomationDefinition, record: AutomationRunRecord, turn: RunningTurn
+        self, definition: AutomationDefinition, record: AutomationRunRecord, turn_id: str
     ) -> None:
-        """Follow the run's turn to its end (bounded by `timeoutSeconds`), then record,
-        deliver and count it."""
+        """Follow the run's background turn (whichever process runs it) to its `done`,
+        bounded by `timeoutSeconds`, then finish the run."""
         collected: list[events.Event] = []
+        session_id = record.session_id or ""
         try:
             with anyio.move_on_after(definition.timeout_seconds) as limit:
-                async for event in turn.events():
-                    collected.append(event)
+                stream = await self.runtime.follow(session_id, operator=True)
+                async with contextlib.aclosing(stream):  # type: ignore[type-var]
+                    async for event in stream:
+                        collected.append(event)
+                        if isinstance(event, events.Done) and event.run_id == turn_id:
+                            break
             timed_out = limit.cancelled_caught
             if timed_out:
                 with anyio.CancelScope(shield=True):
-                    await self.runtime.cancel(record.session_id or "", operator=True)
-            result = ChatResult.of(collected) if len(collected) >= 2 else None
-            ended = dataclasses.replace(
-                record,
-                status=_status(result, timed_out),
-                done_reason="timeout" if timed_out else (result.reason if result else "error"),
-                reply=result.text if result else None,
-                error=(
-                    f"timed out after {definition.timeout_seconds} s"
-                    if timed_out
-                    else (result.error if result else "the turn ended without its done event")
-                ),
-                ended_at=self.clock(),
-            )
+                    await self.runtime.cancel(session_id, operator=True)
             with anyio.CancelScope(shield=True):  # a run that ended is recorded whole
-                await self._after(definition, ended)
+                await self._finish(
+                    definition, self._ended(definition, record, collected, timed_out)
+                )
         finally:
             self._following.discard(record.id)
+
+    def _ended(
+        self,
+        definition: AutomationDefinition,
+        record: AutomationRunRecord,
+        streamed: Sequence[events.Event],
+        timed_out: bool,
+    ) -> AutomationRunRecord:
+        """The run as its turn's events end it."""
+        ends = len(streamed) >= 2 and isinstance(streamed[-1], events.Done)
+        result = ChatResult.of(streamed) if ends else None
+        return dataclasses.replace(
+            record,
+            status=_status(result, timed_out),
+            done_reason="timeout" if timed_out else (result.reason if result else "error"),
+            reply=result.text if result else None,
+            error=(
+                f"timed out after {definition.timeout_seconds} s"
+                if timed_out
+                else (result.error if result else "the turn ended without its done event")
+            ),
+            ended_at=self.clock(),
+        )
+
+    async def _finish(self, definition: AutomationDefinition, ended: AutomationRunRecord) -> None:
+        """Record, deliver and count an ended run, once across every process: the one that
+        claims its finish does it (the follower, or a sweep when the follower died)."""
+        if await self.storage.claim_automation_finish(ended):
+            await self._after(definition, ended)
+
+    async def sweep(self) -> list[str]:
+        """Finish the runs whose follower is gone (its process died): each `running` run no
+        task here follows whose turn has its `done` in the session's log. Returns the ids
+        of the runs this call finished."""
+        finished: list[str] = []
+        for name, definition in sorted(self.definitions().items()):
+            running = await self.storage.list_automation_runs(name, statuses=["running"], limit=100)
+            for run in running:
+                if run.id in self._following or run.session_id is None or run.ended_at:
+                    continue
+                turns = await self.runtime.turns(run.session_id, operator=True)
+                # The session is the run's own: its first turn is the run's turn.
+                if not turns or turns[0].done is None:
+                    continue  # still queued or running (a turn that never ends: `_running`)
+                ended = self._ended(definition, run, turns[0].events, False)
+                if await self.storage.claim_automation_finish(ended):
+                    await self._after(definition, ended)
+                    finished.append(run.id)
+        return finished
 
     async def _after(self, definition: AutomationDefinition, ended: AutomationRunRecord) -> None:
         """Deliver the outcome, then record the run as ended (with how each delivery went:
@@ -373,9 +420,13 @@ class Automations:
     # --- the cron scheduler ----------------------------------------------------------
 
     async def _scheduler(self, interval: float) -> None:
+        swept = -SWEEP_SECONDS
         while True:
             try:
                 await self.tick()
+                if anyio.current_time() - swept >= SWEEP_SECONDS:
+                    swept = anyio.current_time()
+                    await self.sweep()
             except Exception:  # a database hiccup: the next tick tries again
                 logger.exception("automation_tick_failed", extra={"event": "automation_tick"})
             await anyio.sleep(interval)

@@ -56,11 +56,11 @@ def run_command(obj: Any, name: str, wait: bool, as_json: bool) -> None:
     bundle = obj.bundle()
 
     async def run() -> AutomationRunRecord:
-        async with Runtime.open(bundle) as rt, Automations.open(rt) as service:
+        async with Runtime.open(bundle, background=1) as rt, Automations.open(rt) as service:
             started = await service.run_now(name)
             if not wait and not as_json:
                 click.echo(f"started {started.id} (session {started.session_id})", err=True)
-            # The turn lives in this process: it ends before the command does.
+            # A background turn that this process runs unless a server takes it first.
             return await service.wait(started.id)
 
     try:

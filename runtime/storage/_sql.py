@@ -951,6 +951,17 @@ class SqlStorage(UsageSql, abc.ABC):
         )
         return (await self._write(lambda: _only(statement))).changed == 1
 
+    async def claim_automation_finish(self, record: AutomationRunRecord) -> bool:
+        if record.ended_at is None:  # NULL would let every caller claim it
+            raise ValueError("a finished automation run has its ended_at")
+        ended_at = self._automation_row(record)[11]
+        statement = Statement(
+            "UPDATE automation_runs SET ended_at = ? "
+            "WHERE id = ? AND status = 'running' AND ended_at IS NULL",
+            (ended_at, record.id),
+        )
+        return (await self._write(lambda: _only(statement))).changed == 1
+
     async def latest_automation_slot(self, automation: str) -> datetime | None:
         statement = Statement(
             "SELECT MAX(slot) FROM automation_runs WHERE automation = ?", (automation,)

@@ -223,6 +223,12 @@ class AutomationStorage(Protocol):
         """Move a `queued` run to `running`: True for exactly one caller across processes."""
         ...
 
+    async def claim_automation_finish(self, record: AutomationRunRecord) -> bool:
+        """Claim the finishing of a `running` run (its `ended_at` set, its status still
+        `running` until the ended record is written): True for exactly one caller across
+        processes, so one of them records, delivers and counts it."""
+        ...
+
     async def latest_automation_slot(self, automation: str) -> datetime | None:
         """The newest cron slot the automation has a record for (run, missed or skipped)."""
         ...

@@ -43,7 +43,7 @@ async def test_a_webhook_is_retried_under_one_delivery_id_until_taken(
     scripted_model.reply("report")
     spec = {"message": "go", "trigger": {"manual": True}, "deliver": [{"webhook": receiver.url}]}
     async with (
-        Runtime.open(repo(make_repo, hook=spec), database=tmp_path / "d") as rt,
+        Runtime.open(repo(make_repo, hook=spec), database=tmp_path / "d", background=1) as rt,
         Automations.open(rt, backoff=(0.01, 0.01, 0.01)) as service,
     ):
         ended = await run(service, "hook")
@@ -59,7 +59,9 @@ async def test_a_down_target_is_recorded_failed_and_blocks_no_other_run(
     down = {"message": "a", "trigger": {"manual": True}, "deliver": [{"webhook": closed_port()}]}
     up = {"message": "b", "trigger": {"manual": True}, "deliver": [{"webhook": receiver.url}]}
     async with (
-        Runtime.open(repo(make_repo, down=down, up=up), database=tmp_path / "d") as rt,
+        Runtime.open(
+            repo(make_repo, down=down, up=up), database=tmp_path / "d", background=1
+        ) as rt,
         Automations.open(rt, backoff=(0.5, 0.5, 0.5)) as service,
     ):
         stuck = await service.run_now("down")
@@ -87,7 +89,10 @@ async def test_the_failure_alert_fires_at_the_count_then_waits_for_cooldown_or_s
     database = tmp_path / "d"
     for step in ("error", "error", "error"):
         scripted_model.error(400, f"scripted {step}")
-    async with Runtime.open(root, database=database) as rt, Automations.open(rt) as service:
+    async with (
+        Runtime.open(root, database=database, background=1) as rt,
+        Automations.open(rt) as service,
+    ):
         first = await run(service, "flaky")
         assert first.status == "error"
         assert receiver.received == []  # one failure: under `after`
@@ -96,7 +101,10 @@ async def test_the_failure_alert_fires_at_the_count_then_waits_for_cooldown_or_s
         alert = receiver.received[0].json()
         assert alert["consecutive_failures"] == 2 and alert["automation"] == "flaky"
     # The count is in the database: a restarted server goes on from it, inside the cooldown.
-    async with Runtime.open(root, database=database) as rt, Automations.open(rt) as service:
+    async with (
+        Runtime.open(root, database=database, background=1) as rt,
+        Automations.open(rt) as service,
+    ):
         await run(service, "flaky")
         assert len(receiver.received) == 1
         assert (await rt.storage.automation_states())["flaky"].failures == 3

@@ -57,7 +57,7 @@ async def client(
     }
     async with contextlib.AsyncExitStack() as stack:
         rt = await stack.enter_async_context(
-            Runtime.open(make_repo(files), database=tmp_path / "db")
+            Runtime.open(make_repo(files), database=tmp_path / "db", background=1)
         )
         service = await stack.enter_async_context(Automations.open(rt))
         app = create_app(rt, Authenticator(rt.bundle.config.auth, os.environ), service)

@@ -42,7 +42,7 @@ async def test_an_operator_run_is_unscoped_chat_in_a_new_automation_session(
 ):
     scripted_model.reply("All quiet today.")
     async with (
-        Runtime.open(repo(), database=tmp_path / "db.sqlite") as rt,
+        Runtime.open(repo(), database=tmp_path / "db.sqlite", background=1) as rt,
         Automations.open(rt) as service,
     ):
         started = await service.run_now("digest")
@@ -65,7 +65,9 @@ async def test_an_operator_run_roots_at_the_named_agent(
 ):
     scripted_model.reply("report")
     async with (
-        Runtime.open(repo(digest=automation(agent="reporter")), database=tmp_path / "d") as rt,
+        Runtime.open(
+            repo(digest=automation(agent="reporter")), database=tmp_path / "d", background=1
+        ) as rt,
         Automations.open(rt) as service,
     ):
         ended = await finished(service, (await service.run_now("digest")).id)
@@ -79,7 +81,7 @@ async def test_an_end_user_run_without_agent_uses_default_and_belongs_to_that_us
     scripted_model.reply("hello bot")
     spec = automation(**{"as": {"claims": {"sub": "bot-1", "scope": "team-a"}}})
     async with (
-        Runtime.open(repo(digest=spec), database=tmp_path / "d") as rt,
+        Runtime.open(repo(digest=spec), database=tmp_path / "d", background=1) as rt,
         Automations.open(rt) as service,
     ):
         ended = await finished(service, (await service.run_now("digest")).id)
@@ -100,7 +102,7 @@ async def test_a_run_is_read_only_unless_write_enabled(
         writer=automation(agent="reporter", writeEnabled=True),
     )
     async with (
-        Runtime.open(files, database=tmp_path / "d") as rt,
+        Runtime.open(files, database=tmp_path / "d", background=1) as rt,
         Automations.open(rt) as service,
     ):
         await finished(service, (await service.run_now("digest")).id)
@@ -119,7 +121,7 @@ async def test_a_confirm_tool_becomes_a_pending_confirmation_for_the_operator(
     scripted_model.tool_call("charge", {}, id="call_charge")
     spec = automation(**{"as": {"claims": {"sub": "bot"}}})
     async with (
-        Runtime.open(repo(digest=spec), database=tmp_path / "d") as rt,
+        Runtime.open(repo(digest=spec), database=tmp_path / "d", background=1) as rt,
         Automations.open(rt) as service,
     ):
         ended = await finished(service, (await service.run_now("digest")).id)
@@ -139,10 +141,16 @@ async def test_pause_and_resume_are_kept_in_the_database(
     repo, scripted_model: ScriptedModel, tmp_path: Path
 ):
     database = tmp_path / "d"
-    async with Runtime.open(repo(), database=database) as rt, Automations.open(rt) as service:
+    async with (
+        Runtime.open(repo(), database=database, background=1) as rt,
+        Automations.open(rt) as service,
+    ):
         await service.pause("digest")
         assert (await service.listing())[0].paused
-    async with Runtime.open(repo(), database=database) as rt, Automations.open(rt) as service:
+    async with (
+        Runtime.open(repo(), database=database, background=1) as rt,
+        Automations.open(rt) as service,
+    ):
         assert (await service.listing())[0].paused
         await service.resume("digest")
         assert not (await service.listing())[0].paused
@@ -160,7 +168,7 @@ async def test_the_outcome_is_delivered_to_a_store_and_a_signed_webhook(
         ]
     )
     async with (
-        Runtime.open(repo(digest=spec), database=tmp_path / "d") as rt,
+        Runtime.open(repo(digest=spec), database=tmp_path / "d", background=1) as rt,
         Automations.open(rt, backoff=(0.01,)) as service,
     ):
         run = (await service.run_now("digest")).id
@@ -188,7 +196,7 @@ async def test_a_specialist_of_a_read_only_run_is_read_only_too(
     files = repo(digest=automation(agent="default"))
     make_repo({"agents/default/agent.json": {"stores": {"notes": "rw"}, "subagents": ["reporter"]}})
     async with (
-        Runtime.open(files, database=tmp_path / "d") as rt,
+        Runtime.open(files, database=tmp_path / "d", background=1) as rt,
         Automations.open(rt) as service,
     ):
         ended = await finished(service, (await service.run_now("digest")).id)

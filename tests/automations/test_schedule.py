@@ -44,7 +44,7 @@ def services(
     async def open_one(clock: Clock, **spec: Any) -> AsyncIterator[Automations]:
         repo = make_repo({**FILES, "automations/hourly.json": {**HOURLY, **spec}})
         async with (
-            Runtime.open(repo, database=database) as rt,
+            Runtime.open(repo, database=database, background=1) as rt,
             Automations.open(rt, clock=clock) as service,
         ):
             yield service

@@ -40,10 +40,11 @@ def test_two_servers_run_each_cron_slot_once_and_deliver_it_once(
 ) -> None:
     repo = make_repo(REPO)
     env = {"MODEL_MAIN": "scripted", **({"DATABASE_URL": database_url} if database_url else {})}
+    # Set before either server starts: a slot may come while the second one still starts.
+    scripted_model.respond(lambda request: reply("Today: all quiet."))  # any slot's run
     first, second = serve(repo, env, "--no-reload"), serve(repo, env, "--no-reload")
     first.wait_ready()
     second.wait_ready()
-    scripted_model.respond(lambda request: reply("Today: all quiet."))  # any slot's run
     ready = datetime.now(UTC)
     # The first slot after both servers were up (a slot is a whole minute).
     deadline = time.monotonic() + 90

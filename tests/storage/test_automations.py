@@ -135,3 +135,27 @@ async def test_a_queued_run_is_started_by_one_storage_only(storage, second_stora
     assert taken == [True, False]
     found = await storage.get_automation_run("q1")
     assert found is not None and found.status == "running"
+
+
+async def test_finishing_a_running_run_is_claimed_by_one_storage_only(storage, second_storage):
+    await storage.claim_automation_run(run("f1", status="running"))
+    ended = run("f1", status="ok", reply="done", ended_at=T0 + timedelta(seconds=5))
+    won: list[bool] = []
+
+    async def finish(which: Storage) -> None:
+        won.append(await which.claim_automation_finish(ended))
+
+    async with anyio.create_task_group() as group:
+        for index in range(6):
+            group.start_soon(finish, storage if index % 2 else second_storage)
+    assert won.count(True) == 1
+    claimed = await storage.get_automation_run("f1")
+    # Claimed, not ended yet: a waiter sees the outcome and its deliveries at once, later.
+    assert claimed is not None and claimed.status == "running" and claimed.ended_at is not None
+    await storage.update_automation_run(ended)
+    assert not await second_storage.claim_automation_finish(ended)  # an ended run: never again
+    await storage.claim_automation_run(run("f2", status="running"))
+    with pytest.raises(ValueError, match="ended_at"):
+        await storage.claim_automation_finish(run("f2", status="ok"))
+    unclaimed = await storage.get_automation_run("f2")
+    assert unclaimed is not None and unclaimed.ended_at is None

@@ -1,0 +1,70 @@
+"""A run whose follower is gone (SPEC 23): its turn is a background turn in the database, so
+another runtime on the same database runs it, and the scheduler's sweep of whichever
+process looks first records, delivers and counts it, exactly once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from runtime import Runtime
+from runtime.automations import Automations
+from runtime.testing import ScriptedModel
+from tests.automations._repo import FILES, Receiver
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_run_whose_follower_died_is_finished_once_by_another_runtime(
+    make_repo: Callable[..., Path],
+    scripted_model: ScriptedModel,
+    receiver: Receiver,
+    database_url: str | None,
+    tmp_path: Path,
+) -> None:
+    spec = {
+        "message": "Report.",
+        "trigger": {"manual": True},
+        "deliver": [{"webhook": receiver.url}],
+    }
+    root = make_repo({**FILES, "automations/digest.json": spec})
+    database = database_url or str(tmp_path / "shared.db")
+    scripted_model.reply("The report.")
+    # The first runtime takes no background work: its follower goes away (as when its
+    # process dies) before the turn has even run.
+    async with Runtime.open(root, database=database) as first:
+        async with Automations.open(first) as gone:
+            started = await gone.run_now("digest")
+        assert started.session_id is not None
+        left = await first.storage.get_automation_run(started.id)
+        assert left is not None and left.status == "running"
+    async with Runtime.open(root, database=database, background=1) as second:
+        # Two services of the second runtime sweep at once, as two processes would.
+        async with Automations.open(second) as one, Automations.open(second) as other:
+            finished: list[str] = []
+
+            async def sweep(service: Automations) -> None:
+                finished.extend(await service.sweep())
+
+            with anyio.fail_after(20):
+                while not finished:
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(sweep, one)
+                        group.start_soon(sweep, other)
+                    await anyio.sleep(0.1)
+                ended = await one.wait(started.id)
+            assert finished == [started.id]
+            assert await one.sweep() == [] and await other.sweep() == []
+        session = await second.session(started.session_id, operator=True)
+        assert session.session.metadata["automation_run"] == started.id
+        assert session.session.metadata["read_only"] is True
+        states = await second.storage.automation_states()
+    assert (ended.status, ended.reply, ended.done_reason) == ("ok", "The report.", "model_stop")
+    assert ended.ended_at is not None and ended.deliveries[0]["status"] == "delivered"
+    assert len(receiver.received) == 1
+    assert receiver.received[0].json()["run_id"] == started.id
+    assert states["digest"].failures == 0
+    assert len(scripted_model.requests) == 1
