@@ -82,6 +82,14 @@ def test_a_server_killed_during_a_cron_run_never_makes_a_slot_run_twice(
     recorded = runs(servers[victim])
     per_slot = Counter(r["slot"] for r in recorded)
     assert all(count == 1 for count in per_slot.values()), (SEED, recorded)
-    started = Counter(request.last_user for request in scripted_model.requests)
-    assert all(count == 1 for count in started.values()), (SEED, started)
-    assert f"Slot {first['slot']}." in started, (SEED, started)
+    # Each slot's turn started once. The model may be asked twice for one turn: the server
+    # that continues a killed run asks again for an answer that was never committed (SPEC
+    # 23), so count the turns each run's session holds, not the requests.
+    for run in recorded:
+        if run["session_id"] is None:  # skipped while the killed run still looked alive
+            continue
+        url = f"{servers[victim].url}/sessions/{run['session_id']}"
+        logged = httpx.get(url, timeout=10).json()["events"]
+        assert [e["type"] for e in logged].count("turn") == 1, (SEED, run, logged)
+    asked = {request.last_user for request in scripted_model.requests}
+    assert f"Slot {first['slot']}." in asked, (SEED, asked)
