@@ -27,7 +27,7 @@ import anyio
 from runtime import events
 from runtime._text import json_problem
 from runtime.engine.background import Workers
-from runtime.engine.chats import ChatService, thread_session_id
+from runtime.engine.chats import FIRST_MESSAGE, ChatService, thread_session_id
 from runtime.engine.log import PastTurn, PromptEntry, TextEntry, position
 from runtime.engine.memories import delete_entry, list_entries
 from runtime.engine.model_pool import ModelRouter
@@ -796,6 +796,7 @@ def _router(model: ModelChoice) -> ModelRouter:
 
 
 __all__ = [
+    "FIRST_MESSAGE",
     "ChatResult",
     "EarlierMessage",
     "ModelChoice",
