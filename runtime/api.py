@@ -210,7 +210,6 @@ class Runtime:
         if database is None:
             database = os.environ.get("DATABASE_URL") or default_database_path(live.root)
         router = _router(model)
-        router.check(live())  # a provider the repo names but this machine lacks fails now
         watching = Observers(observers)  # a copy: one runtime's additions stay its own
         connections = Connections()
         try:
