@@ -31,6 +31,17 @@ def send(page: Page, text: str) -> None:
     page.get_by_role("button", name="Send").click()
 
 
+def open_listed(page: Page, session_id: str, first_message: str) -> None:
+    """Open a session from the Sessions page by the link its row names it by: its first
+    message (several sessions may share one; the row is found by its id)."""
+    row = (
+        page.get_by_role("table", name="Sessions")
+        .get_by_role("row")
+        .filter(has=page.get_by_role("link", name=f"Continue session {session_id} in Chat"))
+    )
+    row.get_by_role("link", name=first_message, exact=True).click()
+
+
 def test_a_new_user_opens_the_roster_on_loopback_without_signing_in(
     page: Page, example_server: ServeProcess
 ) -> None:
@@ -69,7 +80,7 @@ def test_a_new_user_chats_with_the_research_desk_and_finds_the_session_again(
     session_id = page.url.split("session=")[1]
 
     page.get_by_role("navigation").get_by_role("link", name="Sessions").click()
-    page.get_by_role("link", name=session_id, exact=True).click()
+    open_listed(page, session_id, "Please delegate this plan")
     expect(page.locator("article.from-user")).to_have_text(re.compile("Please delegate this plan$"))
     expect(page.locator('article.reply[data-agent="default"]')).to_contain_text(
         "The team finished."
@@ -296,7 +307,7 @@ def test_a_session_is_found_again_with_its_transcript_and_tree_after_a_reload(
     expect(page.get_by_role("treeitem", name="writer")).to_contain_text("ok")
 
     page.get_by_role("navigation").get_by_role("link", name="Sessions").click()
-    page.get_by_role("link", name=session_id, exact=True).click()
+    open_listed(page, session_id, "Please delegate this plan")
     page.reload()
     expect(page.get_by_role("heading", name="Transcript")).to_be_visible()
     expect(page.locator("article.from-user")).to_have_text(re.compile("Please delegate this plan$"))
