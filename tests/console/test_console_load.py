@@ -19,9 +19,12 @@ def cpu_seconds(pid: int) -> float:
 
 def test_the_load_burns_a_core_and_is_killed_when_the_session_ends() -> None:
     with busy_core(600) as burner:
-        time.sleep(1.0)
+        # It burns: half a second of CPU, which a loaded machine may take a while to give.
+        deadline = time.monotonic() + 60
+        while cpu_seconds(burner.pid) < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert cpu_seconds(burner.pid) >= 0.5
         assert burner.poll() is None
-        assert cpu_seconds(burner.pid) > 0.2  # it burns, even on a shared machine
     assert burner.returncode is not None  # killed at the end, long before its 600 s
 
 
