@@ -27,7 +27,7 @@ import anyio
 from runtime import events
 from runtime._text import json_problem
 from runtime.engine.background import Workers
-from runtime.engine.chats import ChatService, thread_session_id
+from runtime.engine.chats import FIRST_MESSAGE, ChatService, thread_session_id
 from runtime.engine.log import PastTurn, PromptEntry, TextEntry, position
 from runtime.engine.memories import delete_entry, list_entries
 from runtime.engine.model_pool import ModelRouter
@@ -210,7 +210,6 @@ class Runtime:
         if database is None:
             database = os.environ.get("DATABASE_URL") or default_database_path(live.root)
         router = _router(model)
-        router.check(live())  # a provider the repo names but this machine lacks fails now
         watching = Observers(observers)  # a copy: one runtime's additions stay its own
         connections = Connections()
         try:
@@ -800,6 +799,7 @@ def _router(model: ModelChoice) -> ModelRouter:
 
 
 __all__ = [
+    "FIRST_MESSAGE",
     "ChatResult",
     "EarlierMessage",
     "ModelChoice",

@@ -83,6 +83,20 @@ def turn_note(bundle: Bundle, run_id: str, caller: Caller, face: str) -> JSONObj
     }
 
 
+FIRST_MESSAGE = "first_message"
+"""The session metadata key holding the session's first message, shortened: kept when the
+session is created so a listing of sessions names each one without reading its log."""
+FIRST_MESSAGE_LENGTH = 80
+
+
+def first_message(message: str) -> str:
+    """`message` on one line, cut to `FIRST_MESSAGE_LENGTH` characters with an ellipsis."""
+    line = " ".join(message.split())
+    if len(line) <= FIRST_MESSAGE_LENGTH:
+        return line
+    return line[: FIRST_MESSAGE_LENGTH - 1].rstrip() + "…"
+
+
 def request_json(request: ChatRequest) -> JSONObject:
     """A queued request as the queue keeps it (`request_of_json` reads it back)."""
     return {
@@ -207,7 +221,8 @@ class ChatService:
         )
         created = session is None
         if session is None:
-            session = await self._create(new_id, caller, rooting.agent, request.metadata)
+            metadata = {**request.metadata, FIRST_MESSAGE: first_message(request.message)}
+            session = await self._create(new_id, caller, rooting.agent, metadata)
         return session, created, rooting, caller
 
     async def _create(

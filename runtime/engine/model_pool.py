@@ -13,16 +13,15 @@ import contextlib
 import importlib
 import sys
 from collections.abc import Mapping
-from typing import cast
 
 import anyio
 
 from runtime.exceptions import ConfigurationError, NoModelError
 from runtime.models import Model, ModelTier
-from runtime.models.endpoints import ModelEndpoint, Provider, require_provider
+from runtime.models.endpoints import ModelEndpoint, provider_installed
 from runtime.models.fallback import FallbackModel
+from runtime.models.missing import MissingProviderModel
 from runtime.repo.bundle import Bundle
-from runtime.repo.formats import RepoConfig
 from runtime.repo.model_bindings import resolve_chain
 
 _EndpointKey = tuple[str, str, str, str | None]
@@ -53,13 +52,6 @@ class ModelRouter:
         self._local_lock = anyio.Lock()
         self._stack = contextlib.ExitStack()
 
-    def check(self, bundle: Bundle) -> None:
-        """Fail now, with the pip command, when a provider the repo names is not installed
-        (`ModelConfigError`): at start, not at the first turn that needs it."""
-        if self._model is None:
-            for provider in sorted(providers(bundle.config)):
-                require_provider(provider)
-
     async def warm(self, bundle: Bundle) -> None:
         """Load what a first model call needs (an SDK: seconds on a busy machine) now, off
         the event loop, so a runtime's first turn starts as fast as the others: a server that
@@ -76,7 +68,7 @@ class ModelRouter:
             try:
                 await anyio.to_thread.run_sync(importlib.import_module, module)
             except ImportError:
-                return  # `check` names the missing extra
+                return  # its calls fail naming the pip command; validate warned
 
     async def model(self, bundle: Bundle, tier: ModelTier) -> Model:
         """The model for a call of `tier` under `bundle`'s configuration."""
@@ -93,9 +85,12 @@ class ModelRouter:
     def _client(self, endpoint: ModelEndpoint) -> Model:
         key = _key(endpoint)
         if key not in self._clients:
-            require_provider(endpoint.provider)
             # Imported here: an SDK loads only when a process first calls its provider.
-            if endpoint.provider == "anthropic":
+            if not provider_installed(endpoint.provider):
+                # Degrades, never blocks: each call fails naming the pip command (and a
+                # fallback chain moves on); `amodal validate` warned about it.
+                self._clients[key] = MissingProviderModel(endpoint)
+            elif endpoint.provider == "anthropic":
                 from runtime.models.anthropic import AnthropicModel
 
                 self._clients[key] = AnthropicModel.for_endpoint(endpoint)
@@ -133,18 +128,6 @@ class ModelRouter:
         self._chains.clear()
         await anyio.to_thread.run_sync(self._stack.close)
         self._local = None
-
-
-def providers(config: RepoConfig) -> set[Provider]:
-    """Every provider `models` names, fallbacks included."""
-    named: set[Provider] = set()
-    for binding in (config.models.main, config.models.simple, config.models.advanced):
-        if binding is None:
-            continue
-        for provider in (binding.provider, *(entry.provider for entry in binding.fallback)):
-            if provider is not None:
-                named.add(cast(Provider, provider))  # validated by formats.py
-    return named
 
 
 def _key(endpoint: ModelEndpoint) -> _EndpointKey:

@@ -63,14 +63,27 @@ class ModelEndpoint:
         return f"{self.model} at {self.display_url}"
 
 
+def provider_installed(provider: Provider) -> bool:
+    """Whether the provider's client package can be imported (it is not imported here)."""
+    try:
+        return importlib.util.find_spec(DEFAULTS[provider].package) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules[package] is None
+        return False
+
+
+def missing_provider(provider: Provider) -> str:
+    """What to say of a provider whose package is missing: the pip command that installs it."""
+    package = DEFAULTS[provider].package
+    return (
+        f"provider {provider!r} needs the {package!r} package, which is not installed: "
+        f"pip install 'amodal-runtime[{package}]'"
+    )
+
+
 def require_provider(provider: Provider) -> None:
     """`ModelConfigError` with the pip command when the provider's package is missing."""
-    package = DEFAULTS[provider].package
-    if importlib.util.find_spec(package) is None:
-        raise ModelConfigError(
-            f"provider {provider!r} needs the {package!r} package, which is not installed: "
-            f"pip install 'amodal-runtime[{package}]'"
-        )
+    if not provider_installed(provider):
+        raise ModelConfigError(missing_provider(provider))
 
 
 def display_url(url: str) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
+from runtime.models.endpoints import Provider, missing_provider, provider_installed
 from runtime.repo._reader import Reader
 from runtime.repo._report import Report, Source, format_field
 from runtime.repo.formats import FOREIGN_REPO_KEYS, MODEL_ENTRIES, BudgetLimits, RepoConfig
@@ -51,6 +52,7 @@ def load_config(
     if config is None:
         return None, resolved
     check_fallbacks(config, source, report)
+    _warn_missing_providers(config, report)
     cost = cost_limit(config.limits)
     if cost is not None:
         for name in unpriced_models(config):
@@ -62,6 +64,32 @@ def load_config(
                 field=format_field(path),
             )
     return config, resolved
+
+
+def _warn_missing_providers(config: RepoConfig, report: Report) -> None:
+    """A warning, not an error, for a provider the repo names whose package is missing: a
+    missing optional part degrades, never blocks (SPEC 9.1). Calls to its models fail
+    naming the pip command, and a fallback chain moves on to its next entry."""
+    for provider in sorted(named_providers(config)):
+        if not provider_installed(provider):
+            report.warn(
+                CONFIG_FILE,
+                f"{missing_provider(provider)}; until it is, every call to a model of "
+                f"provider {provider!r} fails (a fallback chain moves on to its next entry)",
+                field="models",
+            )
+
+
+def named_providers(config: RepoConfig) -> set[Provider]:
+    """Every provider `models` names, fallbacks included."""
+    named: set[Provider] = set()
+    for binding in (config.models.main, config.models.simple, config.models.advanced):
+        if binding is None:
+            continue
+        for provider in (binding.provider, *(entry.provider for entry in binding.fallback)):
+            if provider is not None:
+                named.add(cast(Provider, provider))  # validated by formats.py
+    return named
 
 
 def cost_limit(limits: BudgetLimits | None) -> str | None:

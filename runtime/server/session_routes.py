@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import Response
 
-from runtime.api import SessionHistory
+from runtime.api import FIRST_MESSAGE, SessionHistory
 from runtime.events import EVENT_ID
 from runtime.server.dependencies import CallerDep, RuntimeDep
 from runtime.server.errors import runtime_call
@@ -151,6 +151,9 @@ def _session_json(session: SessionRecord) -> dict[str, Any]:
         "agent": session.root_agent,
         # "chat" for a person's conversation, "automation" for an automation's run (SPEC 23).
         "kind": session.metadata.get("kind", "chat"),
+        # The first message, on one line and cut to ~80 characters; null for a session
+        # stored before the runtime kept it.
+        "first_message": session.metadata.get(FIRST_MESSAGE),
         "created_at": session.created_at.isoformat(),
         "updated_at": session.updated_at.isoformat(),
     }

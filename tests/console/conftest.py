@@ -34,6 +34,7 @@ from playwright.sync_api import (
 
 from runtime.testing import RecordedRequest, ScriptedModel, Step, reply, tool_call
 from tests.conftest import EXAMPLE_FILES, PROJECT_ROOT, write_repo
+from tests.console._load import busy_core, stress_seconds
 from tests.server.conftest import ServeProcess
 
 # Every wait is for a state (an element, a text, an attribute), bounded generously: on a
@@ -156,6 +157,18 @@ def desk_answer(request: RecordedRequest) -> Step | str:
     if "html" in said:
         return reply(HTML_REPLY)
     return reply("Hello from the desk. How can I help you today?")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def console_stress() -> Iterator[None]:
+    """With `AMODAL_CONSOLE_STRESS=SECONDS`, every console test runs beside a busy core
+    (tests/console/_load.py): how the tests are shown to hold on a loaded machine."""
+    seconds = stress_seconds()
+    if seconds is None:
+        yield
+        return
+    with busy_core(seconds):
+        yield
 
 
 @pytest.fixture(scope="session")

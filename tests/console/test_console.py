@@ -31,6 +31,17 @@ def send(page: Page, text: str) -> None:
     page.get_by_role("button", name="Send").click()
 
 
+def open_listed(page: Page, session_id: str, first_message: str) -> None:
+    """Open a session from the Sessions page by the link its row names it by: its first
+    message (several sessions may share one; the row is found by its id)."""
+    row = (
+        page.get_by_role("table", name="Sessions")
+        .get_by_role("row")
+        .filter(has=page.get_by_role("link", name=f"Continue session {session_id} in Chat"))
+    )
+    row.get_by_role("link", name=first_message, exact=True).click()
+
+
 def test_a_new_user_opens_the_roster_on_loopback_without_signing_in(
     page: Page, example_server: ServeProcess
 ) -> None:
@@ -69,7 +80,7 @@ def test_a_new_user_chats_with_the_research_desk_and_finds_the_session_again(
     session_id = page.url.split("session=")[1]
 
     page.get_by_role("navigation").get_by_role("link", name="Sessions").click()
-    page.get_by_role("link", name=session_id, exact=True).click()
+    open_listed(page, session_id, "Please delegate this plan")
     expect(page.locator("article.from-user")).to_have_text(re.compile("Please delegate this plan$"))
     expect(page.locator('article.reply[data-agent="default"]')).to_contain_text(
         "The team finished."
@@ -296,7 +307,7 @@ def test_a_session_is_found_again_with_its_transcript_and_tree_after_a_reload(
     expect(page.get_by_role("treeitem", name="writer")).to_contain_text("ok")
 
     page.get_by_role("navigation").get_by_role("link", name="Sessions").click()
-    page.get_by_role("link", name=session_id, exact=True).click()
+    open_listed(page, session_id, "Please delegate this plan")
     page.reload()
     expect(page.get_by_role("heading", name="Transcript")).to_be_visible()
     expect(page.locator("article.from-user")).to_have_text(re.compile("Please delegate this plan$"))
@@ -311,6 +322,13 @@ def test_a_session_is_found_again_with_its_transcript_and_tree_after_a_reload(
 
 
 def test_an_end_user_lists_only_their_own_sessions(page: Page, desk: Desk) -> None:
+    # Alice has a session of her own, whichever tests ran before this one.
+    alices = page.request.post(
+        desk.url + "/chat",
+        data={"message": "Hello from alice", "stream": False},
+        headers={"Authorization": f"Bearer {ALICE_KEY}"},
+    )
+    assert alices.ok, alices.text()
     sign_in(page, BOB_KEY)
     page.goto(desk.url + "/console/chat")
     send(page, "Hello from bob")
@@ -319,7 +337,16 @@ def test_an_end_user_lists_only_their_own_sessions(page: Page, desk: Desk) -> No
 
     page.goto(desk.url + "/console/sessions")
     sessions = page.get_by_role("table", name="Sessions")
-    expect(sessions.get_by_role("link", name=bobs, exact=True)).to_be_visible()
+    # Each row names the session by its first message, with its agent and its time.
+    mine = sessions.get_by_role("row").filter(
+        has=page.get_by_role("link", name="Hello from bob", exact=True)
+    )
+    expect(mine).to_have_count(1)
+    expect(mine.get_by_role("cell").nth(1)).to_have_text("default")
+    expect(mine.get_by_role("cell").nth(2)).not_to_be_empty()
+    expect(mine.get_by_role("link", name="Hello from bob")).to_have_attribute(
+        "href", re.compile(f"/console/sessions/{bobs}$")
+    )
     # Alice's sessions (same scope, another owner) are not listed.
     operator_view = page.request.get(
         desk.url + "/sessions?limit=100", headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}
@@ -329,6 +356,7 @@ def test_an_end_user_lists_only_their_own_sessions(page: Page, desk: Desk) -> No
     ).json()["sessions"]
     assert len(operator_view) > len(bob_view)
     expect(sessions.get_by_role("row")).to_have_count(len(bob_view) + 1)
+    expect(sessions).not_to_contain_text("Hello from alice")
     screenshot(page, "sessions")
 
 

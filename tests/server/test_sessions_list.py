@@ -78,7 +78,7 @@ async def test_the_list_is_newest_activity_first_with_each_sessions_root(
     api: Api, scripted_model: ScriptedModel
 ) -> None:
     scripted_model.respond(lambda request: "ok")
-    first = await start(api, KEYS["alice"])
+    first = await start(api, KEYS["alice"], "Who is on this team?")
     second = await start(api, KEYS["alice"])
     # A later turn of the first session brings it back to the top.
     response = await api.client.post(
@@ -91,10 +91,38 @@ async def test_the_list_is_newest_activity_first_with_each_sessions_root(
     body = (await api.client.get("/sessions", headers=bearer(KEYS["alice"]))).json()
 
     assert [s["id"] for s in body["sessions"]] == [first, second]
-    assert set(body["sessions"][0]) == {"id", "agent", "kind", "created_at", "updated_at"}
+    assert set(body["sessions"][0]) == {
+        "id",
+        "agent",
+        "kind",
+        "first_message",
+        "created_at",
+        "updated_at",
+    }
+    # Each session is named by its first message, not by the later one.
+    assert body["sessions"][0]["first_message"] == "Who is on this team?"
     assert body["sessions"][0]["kind"] == "chat"
     assert body["sessions"][0]["agent"] == "default"
     assert (body["limit"], body["offset"]) == (20, 0)
+
+
+async def test_a_long_first_message_is_listed_on_one_line_cut_to_80_characters(
+    api: Api, scripted_model: ScriptedModel
+) -> None:
+    scripted_model.respond(lambda request: "ok")
+    message = "Compare\n\nthe   three plans " + "and their costs " * 20
+    await start(api, KEYS["bob"], message)
+
+    body = (await api.client.get("/sessions", headers=bearer(KEYS["bob"]))).json()
+
+    listed_message = body["sessions"][0]["first_message"]
+    assert len(listed_message) == 80
+    assert listed_message.startswith("Compare the three plans and their costs and")
+    assert listed_message.endswith("…")
+    # The session's log keeps the message whole.
+    session_id = body["sessions"][0]["id"]
+    log = (await api.client.get(f"/sessions/{session_id}", headers=bearer(KEYS["bob"]))).json()
+    assert message in [event.get("text") for event in log["events"] if event["type"] == "user"]
 
 
 async def test_limit_and_offset_page_through_the_list(

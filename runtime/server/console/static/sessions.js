@@ -28,7 +28,12 @@ function listed() {
     "Sessions",
     ["Session", "Agent", "Last activity", "Started", "Chat"],
     rows.map((session) => [
-      h("a", { href: pages.session(session.id) }, h("code", {}, session.id)),
+      // Named by its first message; a session stored before the runtime kept one, by its id.
+      h(
+        "a",
+        { href: pages.session(session.id), title: session.id },
+        session.first_message || h("code", {}, session.id),
+      ),
       session.agent,
       when(session.updated_at),
       when(session.created_at),
