@@ -67,9 +67,9 @@ async def test_a_queued_turn_keeps_its_metadata_and_a_read_only_session_stays_re
                 streamed = [e async for e in await rt.follow(queued.session_id, operator=True)]
                 assert isinstance(streamed[-1], events.Done)
         session = await rt.storage.get_session(locked.session_id)
-        assert session is not None and session.metadata == kept
+        assert session is not None and kept.items() <= session.metadata.items()
         plain = await rt.storage.get_session(free.session_id)
-        assert plain is not None and plain.metadata == {}
+        assert plain is not None and "read_only" not in plain.metadata
     by_message = {request.last_user: request.tools for request in scripted_model.requests}
     assert "store__notes__query" in by_message["look"]
     assert "store__notes__put" not in by_message["look"]  # read-only: no write tool at all
