@@ -31,8 +31,10 @@ from runtime.storage import (
     RecordNotFoundError,
     RunStatus,
     SessionRecord,
+    Spend,
     StoredEvent,
     StoreDocument,
+    UsageRecord,
     utc_now,
 )
 from runtime.storage._values import check_document, check_query
@@ -52,6 +54,7 @@ class MemoryStorage:
         self._leases: dict[str, tuple[str, float]] = {}
         self._documents: dict[DocumentKey, StoreDocument] = {}
         self._history: dict[DocumentKey, list[StoreDocument]] = {}  # newest first
+        self._usage: list[UsageRecord] = []
 
     async def migrate(self) -> list[str]:
         return []
@@ -327,12 +330,33 @@ class MemoryStorage:
             return []
         return [_copy(d) for d in self._history.get(ids, [])]
 
+    # --- usage (SPEC 22): what a turn's budget check reads ---------------------------------
+
+    async def record_usage(self, record: UsageRecord) -> None:
+        self._usage.append(record)
+
+    async def session_spent(self, session_id: str) -> Spend:
+        return _spent(u for u in self._usage if u.session_id == session_id)
+
+    async def owner_spent(self, owner: str | None, day: str) -> Spend:
+        return _spent(
+            u for u in self._usage if u.owner == owner and u.at.date().isoformat() == day
+        )
+
     async def purge_expired(self) -> int:
         expired = [ids for ids, document in self._documents.items() if _expired(document)]
         for ids in expired:
             del self._documents[ids]
             self._history.pop(ids, None)
         return len(expired)
+
+
+def _spent(records: Any) -> Spend:
+    tokens, cost = 0, 0.0
+    for record in records:
+        tokens += record.input_tokens + record.output_tokens
+        cost += record.cost_usd or 0.0
+    return Spend(tokens, cost)
 
 
 def _expired(document: StoreDocument) -> bool:
