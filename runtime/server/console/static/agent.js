@@ -40,6 +40,10 @@ try {
   }
 }
 
+// Only the newest request's answer is drawn: the page's first one (no claims) may answer
+// after one the person asked for since, and must not overwrite it.
+let asked = 0;
+
 form.addEventListener("submit", (event) => {
   event.preventDefault();
   inspect();
@@ -47,6 +51,7 @@ form.addEventListener("submit", (event) => {
 await inspect();
 
 async function inspect() {
+  const mine = ++asked;
   const query = new URLSearchParams();
   try {
     // Only an operator may ask for another caller's claims; anyone else sees their own.
@@ -55,9 +60,9 @@ async function inspect() {
     const context = pairs("Context", form.elements.context.value);
     context.forEach(([key, value]) => query.append(`context.${key}`, value));
     const view = await api(`/agents/${encodeURIComponent(name)}/surface?${query}`);
-    show(surface, ...draw(view));
+    if (mine === asked) show(surface, ...draw(view));
   } catch (error) {
-    show(surface, notice(error.message, { problem: true }));
+    if (mine === asked) show(surface, notice(error.message, { problem: true }));
   }
 }
 
