@@ -29,7 +29,7 @@ from runtime import events
 from runtime.events import EVENT_ID, CompactionStage, Done, DoneReason, Event, ToolStatus, Usage
 from runtime.exceptions import InvalidEventIdError
 from runtime.models import ToolCallRequest
-from runtime.storage import JSONObject, Storage, StoredEvent
+from runtime.storage import JSONObject, Storage, StoredEvent, UsageRecord
 from runtime.surface.caller import EarlierRole
 
 Position = tuple[int, int]
@@ -866,8 +866,10 @@ async def _append(
     run_id: str,
     agent: str,
     bundle_version: str | None,
+    usage: UsageRecord | None = None,
 ) -> Logged:
-    """`append` without its shield, for callers inside one already."""
+    """`append` without its shield, for callers inside one already; `usage`: the model
+    call an answer ends, kept in the same transaction."""
     stored = await storage.append_event(
         session_id,
         entry.kind,
@@ -876,6 +878,7 @@ async def _append(
         agent=agent,
         bundle_version=bundle_version,
         search_text=_search_text(entry),
+        usage=usage,
     )
     return Logged(
         session_id,
@@ -903,9 +906,12 @@ class Publisher(Protocol):
 
 
 class Recorder(Protocol):
-    async def record(self, entry: LogEntry, *, run_id: str, agent: str) -> list[Event]:
-        """Append one durable entry (completing even if the caller is cancelled); the wire
-        events it stands for, with their ids."""
+    async def record(
+        self, entry: LogEntry, *, run_id: str, agent: str, usage: UsageRecord | None = None
+    ) -> list[Event]:
+        """Append one durable entry (completing even if the caller is cancelled), an answer
+        with its call's `usage` in the same transaction; the wire events it stands for,
+        with their ids."""
         ...
 
 
@@ -940,11 +946,13 @@ class SessionLog:
         """Publish the entries of this (specialist) run to the sink from now on."""
         self._streamed.add(run_id)
 
-    async def record(self, entry: LogEntry, *, run_id: str, agent: str) -> list[Event]:
+    async def record(
+        self, entry: LogEntry, *, run_id: str, agent: str, usage: UsageRecord | None = None
+    ) -> list[Event]:
         with anyio.CancelScope(shield=True):  # the append, and telling the view of it
             async with self._lock:
                 logged = await _append(
-                    self._storage, self._session_id, entry, run_id, agent, self._version
+                    self._storage, self._session_id, entry, run_id, agent, self._version, usage
                 )
                 found = wire_events(logged)
                 if run_id in self._streamed:

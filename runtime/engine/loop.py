@@ -58,6 +58,7 @@ from runtime.observe.hooks import (
     ToolCallStarted,
 )
 from runtime.repo.registry import ASK_CHOICE, STOP_EXECUTION
+from runtime.storage import UsageRecord
 from runtime.tools import Tool, ToolContext, encode_result, with_budget, with_notice
 
 MAX_PARALLEL_TOOLS = 8
@@ -240,11 +241,8 @@ async def run_loop(
                 if isinstance(item, ModelReply):
                     reply = item
                     if spec.budget is not None and ticket is not None:
-                        # Recorded before anything else: a crash from here on keeps it.
                         charged.append(
-                            await spec.budget.charge(
-                                ticket, reply, spec.run_id, spec.agent, spec.card
-                            )
+                            spec.budget.charge(ticket, reply, spec.run_id, spec.agent, spec.card)
                         )
                         ticket = None
                 elif text.add(item):
@@ -258,14 +256,15 @@ async def run_loop(
             for event in await _record(spec, recorder, TextEntry(text.take())):
                 yield event
         assert reply is not None  # a model always ends with a reply or raises
-        usage, cost, estimated = reply.usage, None, False
+        usage, cost, estimated, record = reply.usage, None, False, None
         if charged:
-            usage, cost, estimated = charged[0].usage, charged[0].cost_usd, charged[0].estimated
+            took = charged[0]
+            usage, cost, estimated, record = took.usage, took.cost_usd, took.estimated, took.record
         calls = [] if closing is not None else list(reply.tool_calls)
         answer = AnswerEntry(
             reply.text, tuple(calls), reply.model, usage, reply.fallback_from, cost, estimated
         )
-        for event in await _record(spec, recorder, answer):
+        for event in await _record(spec, recorder, answer, record):
             yield event  # the model's usage, then one tool_call event per call
         conversation.add(answer)
         if spent:
@@ -323,9 +322,12 @@ class _TextBuffer:
         return text
 
 
-async def _record(spec: RunSpec, recorder: Recorder, entry: LogEntry) -> list[Event]:
-    """Write one entry of this run; the events it stands for on the wire, with their ids."""
-    return await recorder.record(entry, run_id=spec.run_id, agent=spec.agent)
+async def _record(
+    spec: RunSpec, recorder: Recorder, entry: LogEntry, usage: UsageRecord | None = None
+) -> list[Event]:
+    """Write one entry of this run (an answer with its call's `usage`); the events it
+    stands for on the wire, with their ids."""
+    return await recorder.record(entry, run_id=spec.run_id, agent=spec.agent, usage=usage)
 
 
 async def _admit(
