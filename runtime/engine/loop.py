@@ -17,7 +17,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -194,7 +194,7 @@ async def run_loop(
     *,
     resume: Resume | None = None,
     continuation: Continuation | None = None,
-) -> AsyncIterator[Event | RunOutcome]:
+) -> AsyncGenerator[Event | RunOutcome]:
     """Run the loop over `conversation`; the events, then one `RunOutcome`. A model failure
     raises `ModelError` after the events so far; a call that cannot fit the model's window,
     `ContextOverflowError`."""
@@ -252,10 +252,8 @@ async def run_loop(
             if ticket is not None and spec.budget is not None:
                 spec.budget.release(ticket)
             raise
-        if text:
-            for event in await _record(spec, recorder, TextEntry(text.take())):
-                yield event
         assert reply is not None  # a model always ends with a reply or raises
+        rest = (TextEntry(text.take()),) if text else ()  # written with the answer
         usage, cost, estimated, record = reply.usage, None, False, None
         if charged:
             took = charged[0]
@@ -264,8 +262,8 @@ async def run_loop(
         answer = AnswerEntry(
             reply.text, tuple(calls), reply.model, usage, reply.fallback_from, cost, estimated
         )
-        for event in await _record(spec, recorder, answer, record):
-            yield event  # the model's usage, then one tool_call event per call
+        for event in await _record(spec, recorder, *rest, answer, usage=record):
+            yield event  # the text's rest, the model's usage, then one tool_call event a call
         conversation.add(answer)
         if spent:
             yield RunOutcome("budget_exhausted", reply.text)
@@ -323,11 +321,11 @@ class _TextBuffer:
 
 
 async def _record(
-    spec: RunSpec, recorder: Recorder, entry: LogEntry, usage: UsageRecord | None = None
+    spec: RunSpec, recorder: Recorder, *entries: LogEntry, usage: UsageRecord | None = None
 ) -> list[Event]:
-    """Write one entry of this run (an answer with its call's `usage`); the events it
-    stands for on the wire, with their ids."""
-    return await recorder.record(entry, run_id=spec.run_id, agent=spec.agent, usage=usage)
+    """Write entries of this run in one step (the last an answer with its call's `usage`);
+    the events they stand for on the wire, with their ids."""
+    return await recorder.record(*entries, run_id=spec.run_id, agent=spec.agent, usage=usage)
 
 
 async def _admit(
