@@ -106,10 +106,11 @@ class MemoryStorage:
         agent: str | None,
         bundle_version: str | None,
         search_text: str | None = None,
+        usage: UsageRecord | None = None,
     ) -> StoredEvent:
         # Nothing is searchable here: the benchmark's turns never search.
         (stored,) = await self.append_events(
-            session_id, (NewEvent(type, data, run_id, agent, bundle_version),)
+            session_id, (NewEvent(type, data, run_id, agent, bundle_version, None, usage),)
         )
         return stored
 
@@ -132,6 +133,7 @@ class MemoryStorage:
             for i, e in enumerate(events)
         ]
         log.extend(stored)
+        self._usage.extend(e.usage for e in events if e.usage is not None)
         return stored
 
     async def list_events(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
@@ -339,9 +341,7 @@ class MemoryStorage:
         return _spent(u for u in self._usage if u.session_id == session_id)
 
     async def owner_spent(self, owner: str | None, day: str) -> Spend:
-        return _spent(
-            u for u in self._usage if u.owner == owner and u.at.date().isoformat() == day
-        )
+        return _spent(u for u in self._usage if u.owner == owner and u.at.date().isoformat() == day)
 
     async def purge_expired(self) -> int:
         expired = [ids for ids, document in self._documents.items() if _expired(document)]

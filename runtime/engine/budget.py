@@ -72,11 +72,14 @@ class Ticket:
 
 @dataclass(frozen=True, slots=True)
 class Charged:
-    """What a call took: its usage (estimated when the provider reported none) and cost."""
+    """What a call took: its usage (estimated when the provider reported none) and cost,
+    and the usage record the call's answer is appended with (one transaction: a crash
+    never keeps an answer without what it cost, nor a cost without its answer)."""
 
     usage: Usage
     cost_usd: float | None
     estimated: bool
+    record: UsageRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,10 +211,10 @@ class TurnBudget:
             return self._session.tokens + self.tokens
         return self._session.cost_usd + self.cost_usd
 
-    async def charge(
+    def charge(
         self, ticket: Ticket, reply: ModelReply, run_id: str, agent: str, card: ModelCard
     ) -> Charged:
-        """Record what an admitted call took (before its answer is logged) and settle it."""
+        """Settle what an admitted call took; the usage record its answer is kept with."""
         usage, estimated = reply.usage, False
         if not usage.input_tokens and not usage.output_tokens:  # the provider said nothing
             produced = len(reply.text) + sum(
@@ -236,10 +239,8 @@ class TurnBudget:
             estimated,
             *self._firsts(agent, reply.model),
         )
-        with anyio.CancelScope(shield=True):
-            await self.storage.record_usage(record)
         self.settle(ticket, usage, cost)
-        return Charged(usage, cost, estimated)
+        return Charged(usage, cost, estimated, record)
 
     def _firsts(self, agent: str, model: str) -> tuple[bool, bool, bool]:
         """Whether a call is the first of the turn, of its agent, of its model in the turn:

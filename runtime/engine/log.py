@@ -29,7 +29,7 @@ from runtime import events
 from runtime.events import EVENT_ID, CompactionStage, Done, DoneReason, Event, ToolStatus, Usage
 from runtime.exceptions import InvalidEventIdError
 from runtime.models import ToolCallRequest
-from runtime.storage import JSONObject, Storage, StoredEvent
+from runtime.storage import JSONObject, NewEvent, Storage, StoredEvent, UsageRecord
 from runtime.surface.caller import EarlierRole
 
 Position = tuple[int, int]
@@ -868,24 +868,49 @@ async def _append(
     bundle_version: str | None,
 ) -> Logged:
     """`append` without its shield, for callers inside one already."""
-    stored = await storage.append_event(
+    (logged,) = await _append_all(storage, session_id, (entry,), run_id, agent, bundle_version)
+    return logged
+
+
+async def _append_all(
+    storage: Storage,
+    session_id: str,
+    entries: tuple[LogEntry, ...],
+    run_id: str,
+    agent: str,
+    bundle_version: str | None,
+    usage: UsageRecord | None = None,
+) -> list[Logged]:
+    """Several entries of one run in one transaction; `usage`: the model call the last
+    one (an answer) ends, kept in the same transaction."""
+    last = len(entries) - 1
+    stored = await storage.append_events(
         session_id,
-        entry.kind,
-        entry.data(),
-        run_id=run_id,
-        agent=agent,
-        bundle_version=bundle_version,
-        search_text=_search_text(entry),
+        [
+            NewEvent(
+                entry.kind,
+                entry.data(),
+                run_id,
+                agent,
+                bundle_version,
+                _search_text(entry),
+                usage if index == last else None,
+            )
+            for index, entry in enumerate(entries)
+        ],
     )
-    return Logged(
-        session_id,
-        stored.seq,
-        run_id,
-        agent,
-        bundle_version or "",
-        stored.created_at,
-        entry,
-    )
+    return [
+        Logged(
+            session_id,
+            event.seq,
+            run_id,
+            agent,
+            bundle_version or "",
+            event.created_at,
+            entry,
+        )
+        for event, entry in zip(stored, entries, strict=True)
+    ]
 
 
 def _search_text(entry: LogEntry) -> str | None:
@@ -903,9 +928,12 @@ class Publisher(Protocol):
 
 
 class Recorder(Protocol):
-    async def record(self, entry: LogEntry, *, run_id: str, agent: str) -> list[Event]:
-        """Append one durable entry (completing even if the caller is cancelled); the wire
-        events it stands for, with their ids."""
+    async def record(
+        self, *entries: LogEntry, run_id: str, agent: str, usage: UsageRecord | None = None
+    ) -> list[Event]:
+        """Append durable entries in one transaction (completing even if the caller is
+        cancelled), the last an answer with its call's `usage`; the wire events they stand
+        for, with their ids."""
         ...
 
 
@@ -940,18 +968,21 @@ class SessionLog:
         """Publish the entries of this (specialist) run to the sink from now on."""
         self._streamed.add(run_id)
 
-    async def record(self, entry: LogEntry, *, run_id: str, agent: str) -> list[Event]:
+    async def record(
+        self, *entries: LogEntry, run_id: str, agent: str, usage: UsageRecord | None = None
+    ) -> list[Event]:
         with anyio.CancelScope(shield=True):  # the append, and telling the view of it
             async with self._lock:
-                logged = await _append(
-                    self._storage, self._session_id, entry, run_id, agent, self._version
+                logged = await _append_all(
+                    self._storage, self._session_id, entries, run_id, agent, self._version, usage
                 )
-                found = wire_events(logged)
+                found = [event for one in logged for event in wire_events(one)]
                 if run_id in self._streamed:
                     for event in found:
                         self._sink.publish(event)
                 if self._follow is not None:
-                    self._follow(logged)
+                    for one in logged:
+                        self._follow(one)
         return found
 
 

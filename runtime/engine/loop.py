@@ -17,7 +17,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -58,6 +58,7 @@ from runtime.observe.hooks import (
     ToolCallStarted,
 )
 from runtime.repo.registry import ASK_CHOICE, STOP_EXECUTION
+from runtime.storage import UsageRecord
 from runtime.tools import Tool, ToolContext, encode_result, with_budget, with_notice
 
 MAX_PARALLEL_TOOLS = 8
@@ -193,7 +194,7 @@ async def run_loop(
     *,
     resume: Resume | None = None,
     continuation: Continuation | None = None,
-) -> AsyncIterator[Event | RunOutcome]:
+) -> AsyncGenerator[Event | RunOutcome]:
     """Run the loop over `conversation`; the events, then one `RunOutcome`. A model failure
     raises `ModelError` after the events so far; a call that cannot fit the model's window,
     `ContextOverflowError`."""
@@ -240,11 +241,8 @@ async def run_loop(
                 if isinstance(item, ModelReply):
                     reply = item
                     if spec.budget is not None and ticket is not None:
-                        # Recorded before anything else: a crash from here on keeps it.
                         charged.append(
-                            await spec.budget.charge(
-                                ticket, reply, spec.run_id, spec.agent, spec.card
-                            )
+                            spec.budget.charge(ticket, reply, spec.run_id, spec.agent, spec.card)
                         )
                         ticket = None
                 elif text.add(item):
@@ -254,19 +252,18 @@ async def run_loop(
             if ticket is not None and spec.budget is not None:
                 spec.budget.release(ticket)
             raise
-        if text:
-            for event in await _record(spec, recorder, TextEntry(text.take())):
-                yield event
         assert reply is not None  # a model always ends with a reply or raises
-        usage, cost, estimated = reply.usage, None, False
+        rest = (TextEntry(text.take()),) if text else ()  # written with the answer
+        usage, cost, estimated, record = reply.usage, None, False, None
         if charged:
-            usage, cost, estimated = charged[0].usage, charged[0].cost_usd, charged[0].estimated
+            took = charged[0]
+            usage, cost, estimated, record = took.usage, took.cost_usd, took.estimated, took.record
         calls = [] if closing is not None else list(reply.tool_calls)
         answer = AnswerEntry(
             reply.text, tuple(calls), reply.model, usage, reply.fallback_from, cost, estimated
         )
-        for event in await _record(spec, recorder, answer):
-            yield event  # the model's usage, then one tool_call event per call
+        for event in await _record(spec, recorder, *rest, answer, usage=record):
+            yield event  # the text's rest, the model's usage, then one tool_call event a call
         conversation.add(answer)
         if spent:
             yield RunOutcome("budget_exhausted", reply.text)
@@ -323,9 +320,12 @@ class _TextBuffer:
         return text
 
 
-async def _record(spec: RunSpec, recorder: Recorder, entry: LogEntry) -> list[Event]:
-    """Write one entry of this run; the events it stands for on the wire, with their ids."""
-    return await recorder.record(entry, run_id=spec.run_id, agent=spec.agent)
+async def _record(
+    spec: RunSpec, recorder: Recorder, *entries: LogEntry, usage: UsageRecord | None = None
+) -> list[Event]:
+    """Write entries of this run in one step (the last an answer with its call's `usage`);
+    the events they stand for on the wire, with their ids."""
+    return await recorder.record(*entries, run_id=spec.run_id, agent=spec.agent, usage=usage)
 
 
 async def _admit(

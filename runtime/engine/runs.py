@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,7 +102,7 @@ async def recorded_run(
     *,
     resume: Resume | None = None,
     continuation: Continuation | None = None,
-) -> AsyncIterator[Event | RunResult]:
+) -> AsyncGenerator[Event | RunResult]:
     """One run with its record kept: start it, build its spec (`prepare`: tools, prompt,
     model), run the loop, and close the record whatever happens; the events, then one
     `RunResult`. A failure (an Exception) ends the run and is reported in the result, not
@@ -118,15 +119,16 @@ async def recorded_run(
     failure: Exception | None = None
     try:
         spec = await prepare()
-        async for item in run_loop(
-            spec, conversation, recorder, resume=resume, continuation=continuation
-        ):
-            if isinstance(item, RunOutcome):
-                outcome = item
-                continue
-            if isinstance(item, events.ModelUsage) and item.run_id == record.id:
-                usage += item.usage
-            yield item
+        async with aclosing(
+            run_loop(spec, conversation, recorder, resume=resume, continuation=continuation)
+        ) as loop:
+            async for item in loop:
+                if isinstance(item, RunOutcome):
+                    outcome = item
+                    continue
+                if isinstance(item, events.ModelUsage) and item.run_id == record.id:
+                    usage += item.usage
+                yield item
     except Exception as error:
         failure, outcome = error, None
     finally:

@@ -13,7 +13,8 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -160,10 +161,13 @@ class Turn:
         error: str | None = None
         try:
             try:
-                async for event in self._events():
-                    if isinstance(event, events.ModelUsage):
-                        self.usage += event.usage
-                    yield event
+                # aclosing at every level: a consumer that leaves closes each run (its record,
+                # the model's stream) now, before the runtime may close, not when collected.
+                async with aclosing(self._events()) as running:
+                    async for event in running:
+                        if isinstance(event, events.ModelUsage):
+                            self.usage += event.usage
+                        yield event
                 assert self.reason is not None
                 reason = self.reason
             except Exception as failure:  # ends with an `error` event, then `done`
@@ -211,14 +215,15 @@ class Turn:
         self._scope.sink.close()
         return done
 
-    async def _events(self) -> AsyncIterator[Event]:
+    async def _events(self) -> AsyncGenerator[Event]:
         bundle, storage, session = self.bundle, self.services.storage, self.session
         view = self._view
         await view.catch_up(storage)
         self.spend.session_before(Spend(view.spent_tokens, view.spent_usd))
         if self.continuing:
-            async for event in self._continued():
-                yield event
+            async with aclosing(self._continued()) as continued:
+                async for event in continued:
+                    yield event
             return
         answering = {self.resume.pending.call.id} if self.resume is not None else set()
         await recover(storage, view, answering)  # what a dead turn left open
@@ -257,10 +262,13 @@ class Turn:
         pending_ids |= answering
         conversation = SessionConversation(view, pending_ids, self._compactor())
         label = " ".join((self.message or "(confirmation)").split())[:LABEL_CHARS]
-        async for event in self._root_run(definition, surface, caller, conversation, label):
-            yield event
+        async with aclosing(
+            self._root_run(definition, surface, caller, conversation, label)
+        ) as run:
+            async for event in run:
+                yield event
 
-    async def _continued(self) -> AsyncIterator[Event]:
+    async def _continued(self) -> AsyncGenerator[Event]:
         """Go on with the turn a dead process left open, from its last committed step: what
         it recorded is reused, its calls without a result are run again or closed
         (`Continuation`), and the run goes on; a turn continued `RESUME_LIMIT` times ends
@@ -312,10 +320,11 @@ class Turn:
         caller = self.caller.surface_context(self.agent, self.context)
         surface = self._scope.resolve(self.agent, caller)
         conversation = SessionConversation(view, set(), self._compactor())
-        async for event in self._root_run(
-            definition, surface, caller, conversation, "(continued)", continuation
-        ):
-            yield event
+        async with aclosing(
+            self._root_run(definition, surface, caller, conversation, "(continued)", continuation)
+        ) as run:
+            async for event in run:
+                yield event
 
     async def _root_run(
         self,
@@ -325,7 +334,7 @@ class Turn:
         conversation: SessionConversation,
         label: str,
         continuation: Continuation | None = None,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event]:
         """The turn's root run, to its end; `self.reason` says how it ended."""
         bundle, storage, session = self.bundle, self.services.storage, self.session
         record = AgentRunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
@@ -367,19 +376,22 @@ class Turn:
             )
 
         result: RunResult | None = None
-        async for item in recorded_run(
-            storage,
-            record,
-            prepare,
-            conversation,
-            self._log,
-            resume=self.resume,
-            continuation=continuation,
-        ):
-            if isinstance(item, RunResult):
-                result = item
-            else:
-                yield item
+        async with aclosing(
+            recorded_run(
+                storage,
+                record,
+                prepare,
+                conversation,
+                self._log,
+                resume=self.resume,
+                continuation=continuation,
+            )
+        ) as run:
+            async for item in run:
+                if isinstance(item, RunResult):
+                    result = item
+                else:
+                    yield item
         assert result is not None
         if result.failure is not None:
             raise result.failure

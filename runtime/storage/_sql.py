@@ -283,6 +283,17 @@ class UsageSql:
         async def _write(self, plan: Plan[T]) -> T: ...
 
     async def record_usage(self, record: UsageRecord) -> None:
+        statements = self._usage_statements(record)
+
+        def keep() -> Operation[None]:
+            for statement in statements:
+                _ = yield statement  # each statement's result is sent back: no `yield from`
+
+        await self._write(keep)
+
+    def _usage_statements(self, record: UsageRecord) -> tuple[Statement, ...]:
+        """The record and its daily sums, checked first (bad numbers fail the caller,
+        never a transaction)."""
         r = record
         for name in ("input_tokens", "output_tokens", "cached_tokens"):
             value = getattr(r, name)
@@ -359,13 +370,7 @@ class UsageSql:
             ),
         )
 
-        def keep() -> Operation[None]:
-            yield insert
-            yield add
-            yield summed
-            yield by_session
-
-        await self._write(keep)
+        return insert, add, summed, by_session
 
     async def session_spent(self, session_id: str) -> Spend:
         return await self._spend("session_id = ?", (session_id,))
@@ -722,8 +727,9 @@ class SqlStorage(UsageSql, abc.ABC):
         agent: str | None,
         bundle_version: str | None,
         search_text: str | None = None,
+        usage: UsageRecord | None = None,
     ) -> StoredEvent:
-        event = NewEvent(type, data, run_id, agent, bundle_version, search_text)
+        event = NewEvent(type, data, run_id, agent, bundle_version, search_text, usage)
         (stored,) = await self.append_events(session_id, (event,))
         return stored
 
@@ -739,6 +745,12 @@ class SqlStorage(UsageSql, abc.ABC):
             (index, index_text(event.search_text))
             for index, event in enumerate(events)
             if event.search_text is not None and event.search_text.strip()
+        ]
+        spent = [
+            statement
+            for event in events
+            if event.usage is not None
+            for statement in self._usage_statements(event.usage)
         ]
 
         def append() -> Operation[int]:
@@ -776,6 +788,8 @@ class SqlStorage(UsageSql, abc.ABC):
                     [(session_id, first + index, text) for index, text in texts],
                     many=True,
                 )
+            for statement in spent:
+                _ = yield statement
             return first
 
         first = await self._write(append)

@@ -110,16 +110,18 @@ class SessionStorage(Protocol):
         agent: str | None,
         bundle_version: str | None,
         search_text: str | None = None,
+        usage: UsageRecord | None = None,
     ) -> StoredEvent:
         """Append one event and return it with its `seq`: the session's next number,
         without gaps or duplicates however many writers append at once. Bumps the
         session's `updated_at`. `RecordNotFoundError` for an unknown session.
-        `search_text`: what `search_sessions` finds the event by (see `NewEvent`)."""
+        `search_text`, `usage`: see `NewEvent`."""
         ...
 
     async def append_events(self, session_id: str, events: Sequence[NewEvent]) -> list[StoredEvent]:
         """Append several events in one transaction: all of them with consecutive seqs,
-        in the given order, or none. An empty sequence writes nothing."""
+        in the given order, and their `usage` records, or none. An empty sequence writes
+        nothing."""
         ...
 
     async def list_events(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:

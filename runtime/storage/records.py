@@ -54,6 +54,9 @@ class NewEvent:
     search_text: str | None = None
     """Words `search_sessions` finds this event by (None: it is not searchable); kept in
     a full-text index beside the log, never returned with the event."""
+    usage: UsageRecord | None = None
+    """The model call this event answers: its usage is kept in the same transaction as
+    the event (as `record_usage` keeps it), so the log and the usage never disagree."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,6 +113,38 @@ async def test_records_outlive_their_session(storage: Storage) -> None:
     assert (await storage.owner_spent("alice", T0.date().isoformat())).cost_usd == 0.01
 
 
+async def test_an_answer_and_its_usage_are_appended_together_or_not_at_all(
+    storage: Storage,
+) -> None:
+    from runtime.exceptions import RecordNotFoundError
+    from runtime.storage import NewEvent
+
+    from ._helpers import session_record
+
+    await storage.create_session(session_record("s1"))
+    answer = NewEvent("answer", {"text": "hi"}, "run-1", "writer", None, usage=call())
+    (stored,) = await storage.append_events("s1", [answer])
+    assert stored.data == {"text": "hi"}
+    assert await storage.session_spent("s1") == Spend(1_100, pytest.approx(0.01))
+    # An append that fails keeps neither: no usage without its answer.
+    with pytest.raises(RecordNotFoundError):
+        await storage.append_event(
+            "gone",
+            "answer",
+            {},
+            run_id="r",
+            agent="a",
+            bundle_version=None,
+            usage=call(session_id="gone"),
+        )
+    with pytest.raises(ValueError):  # bad usage fails the caller, and nothing is written
+        await storage.append_events(
+            "s1", [NewEvent("answer", {}, None, None, None, usage=call(cost_usd=-1.0))]
+        )
+    assert len(await storage.list_events("s1")) == 1
+    assert (await storage.owner_spent("alice", T0.date().isoformat())).tokens == 1_100
+
+
 async def test_bad_usage_is_refused_before_anything_is_written(storage: Storage) -> None:
     for bad in (
         call(input_tokens=-1),
