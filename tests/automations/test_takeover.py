@@ -68,3 +68,46 @@ async def test_a_run_whose_follower_died_is_finished_once_by_another_runtime(
     assert receiver.received[0].json()["run_id"] == started.id
     assert states["digest"].failures == 0
     assert len(scripted_model.requests) == 1
+
+
+async def test_a_run_confirmed_on_another_process_is_ended_by_the_sweep(
+    make_repo: Callable[..., Path],
+    scripted_model: ScriptedModel,
+    receiver: Receiver,
+    tmp_path: Path,
+) -> None:
+    spec = {
+        "message": "Charge.",
+        "trigger": {"manual": True},
+        "as": {"claims": {"sub": "bot"}},
+        "deliver": [{"webhook": receiver.url}],
+    }
+    root = make_repo({**FILES, "automations/digest.json": spec})
+    database = tmp_path / "shared.db"
+    scripted_model.tool_call("charge", {}, id="call_charge")
+    async with (
+        Runtime.open(root, database=database, background=1) as here,
+        Automations.open(here) as service,
+    ):
+        with anyio.fail_after(20):
+            waiting = await service.wait((await service.run_now("digest")).id)
+        assert waiting.status == "awaiting_confirmation" and waiting.session_id is not None
+        # The operator answers on another process: nothing here hears the turn end.
+        scripted_model.reply("Charged.")
+        async with Runtime.open(root, database=database) as there:
+            answered = await there.confirm(
+                waiting.session_id, "call_charge", approve=True, operator=True
+            )
+        assert answered.text == "Charged."
+        assert await service.sweep() == [waiting.id]
+        with anyio.fail_after(20):
+            ended = await service.wait(waiting.id)
+        assert await service.sweep() == []
+        states = await here.storage.automation_states()
+    assert (ended.status, ended.reply, ended.done_reason) == ("ok", "Charged.", "model_stop")
+    assert [p.json()["status"] for p in receiver.received] == ["awaiting_confirmation", "ok"]
+    assert [p.headers["X-Amodal-Delivery"] for p in receiver.received] == [
+        f"{waiting.id}-0",
+        f"{waiting.id}-0-2",
+    ]
+    assert states["digest"].failures == 0
