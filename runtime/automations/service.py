@@ -36,7 +36,7 @@ from runtime.api import ChatResult, Runtime
 from runtime.automations.delivery import BACKOFF_SECONDS, Deliverer
 from runtime.automations.outbox import PENDING, Outbox, alert_claim, pending_entries
 from runtime.engine.leases import lease_seconds
-from runtime.exceptions import AmodalError, DefinitionError, RequestError
+from runtime.exceptions import AmodalError, DefinitionError, RequestError, SessionBusyError
 from runtime.observe.hooks import RunObserver, TurnEnded, TurnStarted
 from runtime.repo.automations import AutomationDefinition, TriggerKind
 from runtime.repo.bundle import Bundle
@@ -411,7 +411,9 @@ class Automations:
                 turns = await self.runtime.turns(run.session_id, operator=True)
                 # The session is the run's own: its first turn is the run's turn.
                 if not turns or turns[0].done is None:
-                    continue  # still queued or running (a turn that never ends: `_running`)
+                    if await self._time_out(definition, run):
+                        finished.append(run.id)
+                    continue  # still queued or running elsewhere
                 if await self._finish(
                     definition, self._ended(definition, run, turns[0].events, False)
                 ):
@@ -420,6 +422,20 @@ class Automations:
             lambda run, holder: self._group.start_soon(self._outbox.send, run, holder)
         )
         return finished
+
+    async def _time_out(self, definition: AutomationDefinition, run: AutomationRunRecord) -> bool:
+        """Hold `timeoutSeconds` for a run whose follower died: the process that runs its
+        turn cancels it once the run is past its timeout, and ends the run as timed out.
+        A turn running on another process is that process's sweep's to stop."""
+        if self.clock() - run.created_at < timedelta(seconds=definition.timeout_seconds):
+            return False
+        assert run.session_id is not None
+        try:
+            if not await self.runtime.cancel(run.session_id, operator=True):
+                return False  # nothing runs (a dead turn the resume sweep will continue)
+        except SessionBusyError:
+            return False
+        return await self._finish(definition, self._ended(definition, run, [], True))
 
     async def _settle(self, definition: AutomationDefinition, run: AutomationRunRecord) -> bool:
         """End a run that awaited a confirmation once its session's newest turn (the one

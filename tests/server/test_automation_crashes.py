@@ -33,7 +33,7 @@ SEED = int(os.environ.get("AMODAL_CRASH_SEED", str(random.SystemRandom().randran
 REPO = {
     "automations/minutely.json": {
         "message": "Slot {{ slot }}.",
-        "trigger": {"cron": "* * * * *"},
+        "trigger": {"cron": "*/10 * * * * *"},  # a slot every ten seconds (seconds first)
     }
 }
 
@@ -72,7 +72,9 @@ def test_a_server_killed_during_a_cron_run_never_makes_a_slot_run_twice(
     servers = [serve(repo, env, "--no-reload"), serve(repo, env, "--no-reload")]
     for server in servers:
         server.wait_ready()
-    first = wait_for(lambda: runs(servers[0]), 75, f"a first slot (seed {SEED})")[-1]
+    # The first slot that runs (a loaded machine may tick a slot over a period late: missed).
+    ran = lambda: [r for r in runs(servers[0]) if r["session_id"]]  # noqa: E731
+    first = wait_for(ran, 30, f"a first slot (seed {SEED})")[-1]
     time.sleep(pause)
     victim = chance.randrange(2)
     os.kill(servers[victim].process.pid, signal.SIGKILL)
@@ -86,7 +88,7 @@ def test_a_server_killed_during_a_cron_run_never_makes_a_slot_run_twice(
         # until its timeout has passed: either way it is recorded once, by one server.
         return any(r["slot"] > first["slot"] for r in runs(survivor))
 
-    wait_for(next_slot, 90, f"the slot after the crash (seed {SEED})")
+    wait_for(next_slot, 60, f"the slot after the crash (seed {SEED})")
     time.sleep(2)  # every scheduler has ticked since
     recorded = runs(servers[victim])
     per_slot = Counter(r["slot"] for r in recorded)
@@ -99,7 +101,9 @@ def test_a_server_killed_during_a_cron_run_never_makes_a_slot_run_twice(
             continue
         url = f"{servers[victim].url}/sessions/{run['session_id']}"
         logged = httpx.get(url, timeout=10).json()["events"]
-        assert [e["type"] for e in logged].count("turn") == 1, (SEED, run, logged)
+        started = [e["type"] for e in logged].count("turn")
+        # A run of a slot that came just now may still wait for its turn to start.
+        assert started == 1 or (started == 0 and run["status"] == "running"), (SEED, run)
     asked = {request.last_user for request in scripted_model.requests}
     assert f"Slot {first['slot']}." in asked, (SEED, asked)
 
