@@ -2,9 +2,10 @@
 documents; and the failure alert.
 
 A webhook gets the outcome as JSON with an `X-Amodal-Delivery` id that stays the same
-across its retries (the receiver drops duplicates: delivery is at least once). A target
-that is down is retried and its failure recorded; it never blocks another target or
-another run, because each run delivers in its own task.
+across its retries, also by another process after this one died (the receiver drops
+duplicates: delivery is at least once); a store target is written once (a retry finds
+its document there). A target that is down is retried and its failure recorded; it never
+blocks another target or another run, because each run delivers in its own task.
 """
 
 from __future__ import annotations
@@ -48,30 +49,19 @@ class Deliverer:
         self.backoff = tuple(backoff)
         self.clock = clock
 
-    async def deliver(
+    async def send(
         self,
         bundle: Bundle,
-        targets: Sequence[Target],
+        target: Target,
         outcome: JSONObject,
         scope_id: str,
-    ) -> list[JSONObject]:
-        """Every target's result, in order, delivered at once (one slow target waits for
-        nobody)."""
-        results: list[JSONObject] = [{} for _ in targets]
-
-        async def one(index: int, target: Target) -> None:
-            delivery = f"{outcome['run_id']}-{index}"
-            if target.kind == "webhook":
-                assert target.url is not None
-                result = await self.post(target.url, target.secret, outcome, delivery)
-            else:
-                result = await self._store(bundle, target, outcome, scope_id)
-            results[index] = {"target": target.describe(), "delivery_id": delivery, **result}
-
-        async with anyio.create_task_group() as group:
-            for index, target in enumerate(targets):
-                group.start_soon(one, index, target)
-        return results
+        delivery: str,
+    ) -> JSONObject:
+        """Deliver `outcome` to one target under the id `delivery`: how it went."""
+        if target.kind == "webhook":
+            assert target.url is not None
+            return await self.post(target.url, target.secret, outcome, delivery)
+        return await self._store(bundle, target, outcome, scope_id)
 
     async def post(
         self, url: str, secret: str | None, document: JSONObject, delivery: str
@@ -117,8 +107,14 @@ class Deliverer:
             )
             if not key:
                 raise ValueError("the key template rendered empty")
+            space = partition(store, scope_id)
+            earlier = await self.storage.get_document(space, store.name, key)
+            if earlier is not None and earlier.data == document:
+                # Written already (a process that died before recording it did): a retry
+                # of the same delivery writes nothing twice, no second version.
+                return {"status": "delivered", "attempts": 1, "key": key}
             await self.storage.put_document(
-                partition(store, scope_id),
+                space,
                 store.name,
                 key,
                 document,

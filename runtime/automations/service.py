@@ -7,9 +7,11 @@ process starts no other starts again: a cron slot or a webhook delivery id is on
 
 `start_run` is the one place a run's turn begins: a background turn in the durable queue
 (`Runtime.enqueue`), run by whichever process takes queued work. The task that follows it
-(`Runtime.follow`, from any process) records, delivers and counts the outcome for the
-failure alert; when that task's process died, the scheduler's `sweep` on any process does,
-once (`claim_automation_finish`).
+(`Runtime.follow`, from any process) ends the run: its outcome, its pending deliveries and
+its count for the failure alert in one step (`end_automation_run`), then the deliveries
+(`Outbox`). When that task's process died, the `sweep` of any process ends it, once; a
+run whose deliveries' process died is delivered by the next sweep. A run that waits for a
+confirmation ends again, as any other run, when its confirmed turn ends (`settle`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ from anyio.abc import TaskGroup
 from runtime import events
 from runtime.api import ChatResult, Runtime
 from runtime.automations.delivery import BACKOFF_SECONDS, Deliverer
-from runtime.exceptions import AmodalError, DefinitionError, RequestError
+from runtime.automations.outbox import PENDING, Outbox, alert_claim, pending_entries
+from runtime.engine.leases import lease_seconds
+from runtime.exceptions import AmodalError, DefinitionError, RequestError, SessionBusyError
+from runtime.observe.hooks import RunObserver, TurnEnded, TurnStarted
 from runtime.repo.automations import AutomationDefinition, TriggerKind
 from runtime.repo.bundle import Bundle
 from runtime.storage import (
@@ -45,7 +50,6 @@ from runtime.storage import (
 
 logger = logging.getLogger("amodal")
 
-FAILED: frozenset[str] = frozenset({"error"})
 ACTIVE: tuple[AutomationRunStatus, ...] = ("running", "queued")
 MISSED_KEPT = 100
 """The most missed slots one catch-up records (an every-minute schedule down for a month
@@ -54,6 +58,9 @@ STALE_MARGIN = timedelta(seconds=60)
 """A run `running` this long past its timeout belongs to a process that died: it no
 longer holds back `overlap: skip`."""
 SWEEP_SECONDS = 5.0
+"""How often the scheduler looks for runs whose follower died (`sweep`)."""
+SETTLE_SECONDS = 5.0
+"""How long a confirmed turn's end is looked for in its log before the sweep is left it."""
 """How often the scheduler looks for runs whose follower died (`sweep`)."""
 _BACKTICKS = re.compile(r"`+")
 
@@ -102,6 +109,7 @@ class Automations:
         clock: Callable[[], datetime] = utc_now,
         backoff: Sequence[float] = BACKOFF_SECONDS,
         on_run_ended: Callable[[str, str], None] | None = None,
+        lease: float | None = None,
     ) -> None:
         self.runtime = runtime
         self.storage = runtime.storage
@@ -109,8 +117,15 @@ class Automations:
         self.started_at = clock()
         """Slots before this never fire for an automation that has no record yet."""
         self._group = group
-        self._deliver = Deliverer(
+        deliverer = Deliverer(
             http, runtime.storage, backoff=backoff, clock=lambda: self.clock().timestamp()
+        )
+        self._outbox = Outbox(
+            runtime.storage,
+            deliverer,
+            lambda: self.runtime.bundle,
+            self.definitions,
+            lease_seconds() if lease is None else lease,
         )
         self.on_run_ended = on_run_ended
         """Told (automation, status) as each run ends: `/metrics` counts them."""
@@ -119,6 +134,10 @@ class Automations:
         # either, and must not fire a slot from before it existed.
         self._seen = dict.fromkeys(runtime.bundle.automations, self.started_at)
         self._following: set[str] = set()
+        self._waiting: set[str] = set()
+        """Sessions of runs awaiting a confirmation: the end of one of their turns here is
+        settled at once (`_Settler`), the others by the sweep."""
+        self._closed = False
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -131,9 +150,12 @@ class Automations:
         clock: Callable[[], datetime] = utc_now,
         backoff: Sequence[float] = BACKOFF_SECONDS,
         on_run_ended: Callable[[str, str], None] | None = None,
+        sweep: bool | None = None,
     ) -> AsyncIterator[Automations]:
         """The service, with its runs' tasks; `schedule` also runs the cron scheduler
-        (a tick every `interval` seconds). Leaving the block stops following runs."""
+        (a tick every `interval` seconds), `sweep` (default: as `schedule`) the sweep for
+        runs and deliveries whose process died (`amodal worker` sweeps, fires no slot).
+        Leaving the block stops following runs."""
         async with (
             httpx.AsyncClient(timeout=httpx.Timeout(10.0), follow_redirects=False) as http,
             anyio.create_task_group() as group,
@@ -141,10 +163,14 @@ class Automations:
             service = cls(
                 runtime, group, http, clock=clock, backoff=backoff, on_run_ended=on_run_ended
             )
-            if schedule:
-                group.start_soon(service._scheduler, interval)
-            yield service
-            group.cancel_scope.cancel()
+            runtime.add_observer(_Settler(service))
+            if schedule or sweep:
+                group.start_soon(service._scheduler, interval, schedule)
+            try:
+                yield service
+            finally:
+                service._closed = True
+                group.cancel_scope.cancel()
 
     # --- what front ends ask -----------------------------------------------------------
 
@@ -205,13 +231,14 @@ class Automations:
         return record, started
 
     async def wait(self, run_id: str) -> AutomationRunRecord:
-        """The run once it has ended, read from the database (it may run on another
-        process); bound it with `anyio.fail_after`."""
+        """The run once it has ended and its deliveries are done, read from the database
+        (it may run on another process); bound it with `anyio.fail_after`."""
         while True:
             record = await self.storage.get_automation_run(run_id)
             if record is None:
                 raise LookupError(f"no automation run {run_id!r}")
-            if record.status not in ACTIVE:
+            pending = any(entry.get("status") == PENDING for entry in record.deliveries)
+            if record.status not in ACTIVE and not pending:
                 return record
             await anyio.sleep(0.1)
 
@@ -332,70 +359,122 @@ class Automations:
             ended_at=self.clock(),
         )
 
-    async def _finish(self, definition: AutomationDefinition, ended: AutomationRunRecord) -> None:
-        """Record, deliver and count an ended run, once across every process: the one that
-        claims its finish does it (the follower, or a sweep when the follower died)."""
-        if await self.storage.claim_automation_finish(ended):
-            await self._after(definition, ended)
+    async def _finish(
+        self,
+        definition: AutomationDefinition,
+        ended: AutomationRunRecord,
+        was: AutomationRunStatus = "running",
+    ) -> bool:
+        """End the run, once across every process (the follower, a sweep when the follower
+        died, or whoever settles a confirmed turn), then deliver its outcome in a task of
+        its own. False when another process ended it first."""
+        holder = self._outbox.holder()
+        written = await self.storage.end_automation_run(
+            dataclasses.replace(ended, deliveries=pending_entries(definition, ended, ended.status)),
+            was=was,
+            holder=holder,
+            ttl_seconds=self._outbox.lease_seconds,
+            alert=alert_claim(definition, ended.id) if ended.status == "error" else None,
+        )
+        if written is None:
+            return False
+        if written.status == "awaiting_confirmation" and written.session_id:
+            self._waiting.add(written.session_id)
+        elif written.session_id:
+            self._waiting.discard(written.session_id)
+        if self.on_run_ended is not None:
+            self.on_run_ended(definition.name, written.status)
+        if any(entry.get("status") == PENDING for entry in written.deliveries):
+            self._group.start_soon(self._outbox.send, written, holder)
+        if definition.overlap == "queue" and written.status != "awaiting_confirmation":
+            await self._start_queued(definition)
+        return True
 
     async def sweep(self) -> list[str]:
-        """Finish the runs whose follower is gone (its process died): each `running` run no
-        task here follows whose turn has its `done` in the session's log. Returns the ids
-        of the runs this call finished."""
+        """What the process that died left: end each `running` run no task here follows
+        whose turn has its `done` in the session's log, and each run awaiting a
+        confirmation whose confirmed turn ended (`settle`); take over the deliveries whose
+        holder died. Returns the ids of the runs this call ended."""
         finished: list[str] = []
         for name, definition in sorted(self.definitions().items()):
-            running = await self.storage.list_automation_runs(name, statuses=["running"], limit=100)
-            for run in running:
-                if run.id in self._following or run.session_id is None or run.ended_at:
+            runs = await self.storage.list_automation_runs(
+                name, statuses=["running", "awaiting_confirmation"], limit=100
+            )
+            for run in runs:
+                if run.id in self._following or run.session_id is None:
+                    continue
+                if run.status == "awaiting_confirmation":
+                    self._waiting.add(run.session_id)
+                    if await self._settle(definition, run):
+                        finished.append(run.id)
                     continue
                 turns = await self.runtime.turns(run.session_id, operator=True)
                 # The session is the run's own: its first turn is the run's turn.
                 if not turns or turns[0].done is None:
-                    continue  # still queued or running (a turn that never ends: `_running`)
-                ended = self._ended(definition, run, turns[0].events, False)
-                if await self.storage.claim_automation_finish(ended):
-                    await self._after(definition, ended)
+                    if await self._time_out(definition, run):
+                        finished.append(run.id)
+                    continue  # still queued or running elsewhere
+                if await self._finish(
+                    definition, self._ended(definition, run, turns[0].events, False)
+                ):
                     finished.append(run.id)
+        await self._outbox.retake(
+            lambda run, holder: self._group.start_soon(self._outbox.send, run, holder)
+        )
         return finished
 
-    async def _after(self, definition: AutomationDefinition, ended: AutomationRunRecord) -> None:
-        """Deliver the outcome, then record the run as ended (with how each delivery went:
-        a waiter sees both at once), count it for the failure alert, start a queued run."""
-        outcome = {
-            "automation": definition.name,
-            "run_id": ended.id,
-            "session_id": ended.session_id,
-            "status": ended.status,
-            "reply": ended.reply,
-            "done_reason": ended.done_reason,
-            "error": ended.error,
-            "trigger": ended.trigger,
-            "slot": ended.slot.isoformat() if ended.slot else None,
-            "at": (ended.ended_at or self.clock()).isoformat(),
-        }
-        if definition.deliver:
-            scope = definition.claims.get("scope", "default")
-            delivered = await self._deliver.deliver(
-                self.runtime.bundle, definition.deliver, outcome, scope
-            )
-            ended = dataclasses.replace(ended, deliveries=delivered)
-        await self.storage.update_automation_run(ended)
-        if self.on_run_ended is not None:
-            self.on_run_ended(definition.name, ended.status)
-        if ended.status != "awaiting_confirmation":
-            failures = await self.storage.count_automation_outcome(
-                definition.name, failed=ended.status in FAILED
-            )
-            alert = definition.failure_alert
-            if alert is not None and ended.status in FAILED and failures >= alert.after:
-                cooldown = alert.cooldown_minutes * 60
-                if await self.storage.claim_automation_alert(
-                    definition.name, cooldown, self.clock()
-                ):
-                    document = {**outcome, "consecutive_failures": failures, "alert": True}
-                    await self._deliver.post(alert.url, alert.secret, document, f"{ended.id}-alert")
-        if definition.overlap == "queue":
-            await self._start_queued(definition)
+    async def _time_out(self, definition: AutomationDefinition, run: AutomationRunRecord) -> bool:
+        """Hold `timeoutSeconds` for a run whose follower died: the process that runs its
+        turn cancels it once the run is past its timeout, and ends the run as timed out.
+        A turn running on another process is that process's sweep's to stop."""
+        if self.clock() - run.created_at < timedelta(seconds=definition.timeout_seconds):
+            return False
+        assert run.session_id is not None
+        try:
+            if not await self.runtime.cancel(run.session_id, operator=True):
+                return False  # nothing runs (a dead turn the resume sweep will continue)
+        except SessionBusyError:
+            return False
+        return await self._finish(definition, self._ended(definition, run, [], True))
+
+    async def _settle(self, definition: AutomationDefinition, run: AutomationRunRecord) -> bool:
+        """End a run that awaited a confirmation once its session's newest turn (the one
+        the answer started) has ended without waiting again: as a run that needed none,
+        with its final status, its deliveries and its count for the failure alert."""
+        assert run.session_id is not None
+        turns = await self.runtime.turns(run.session_id, operator=True)
+        newest = turns[-1] if turns else None
+        if len(turns) < 2 or newest is None or newest.done is None:
+            return False  # not answered yet, or its turn still runs
+        if newest.done.reason == "awaiting_confirmation":
+            return False  # the confirmed turn asks again: the run still waits
+        ended = self._ended(definition, run, newest.events, False)
+        return await self._finish(definition, ended, was="awaiting_confirmation")
+
+    async def settle(self, session_id: str) -> bool:
+        """Settle the run of the automation session `session_id` if it awaits a
+        confirmation whose turn ended: True once it awaits none (any more)."""
+        session = await self.runtime.session(session_id, operator=True)
+        run_id = session.session.metadata.get("automation_run")
+        run = await self.storage.get_automation_run(str(run_id)) if run_id else None
+        definition = self.definitions().get(run.automation) if run is not None else None
+        if run is None or definition is None or run.status != "awaiting_confirmation":
+            self._waiting.discard(session_id)
+            return True
+        return await self._settle(definition, run)
+
+    async def _settle_soon(self, session_id: str) -> None:
+        # Observers hear of a turn's end just before its `done` is logged: look again a
+        # few times; a run this misses is the sweep's.
+        with anyio.move_on_after(SETTLE_SECONDS):
+            while True:
+                try:
+                    if await self.settle(session_id):
+                        return
+                except Exception:
+                    logger.exception("automation_settle_failed", extra={"event": "automation"})
+                    return
+                await anyio.sleep(0.05)
 
     async def _start_queued(self, definition: AutomationDefinition) -> None:
         if await self._running(definition):
@@ -419,11 +498,12 @@ class Automations:
 
     # --- the cron scheduler ----------------------------------------------------------
 
-    async def _scheduler(self, interval: float) -> None:
+    async def _scheduler(self, interval: float, fire: bool) -> None:
         swept = -SWEEP_SECONDS
         while True:
             try:
-                await self.tick()
+                if fire:
+                    await self.tick()
                 if anyio.current_time() - swept >= SWEEP_SECONDS:
                     swept = anyio.current_time()
                     await self.sweep()
@@ -511,6 +591,21 @@ class Automations:
         if self.on_run_ended is not None:
             self.on_run_ended(definition.name, status)
         return [record]
+
+
+class _Settler(RunObserver):
+    """Tells the service a turn of a session awaiting a confirmation ended here, so its
+    run is settled at once rather than at the next sweep."""
+
+    def __init__(self, service: Automations) -> None:
+        self.service = service
+
+    def turn_ended(self, turn: TurnStarted, ended: TurnEnded) -> None:
+        service = self.service
+        if service._closed or turn.session_id not in service._waiting:
+            return
+        if ended.reason != "awaiting_confirmation":
+            service._group.start_soon(service._settle_soon, turn.session_id)
 
 
 async def describe(

@@ -152,14 +152,32 @@ class AutomationDefinition:
         """The last cron slot at or before `at` (None for another trigger)."""
         if self.cron is None:
             return None
-        if croniter.match(self.cron, at.astimezone(ZoneInfo(self.timezone))):
-            return at.replace(second=0, microsecond=0).astimezone(UTC)
+        seconds = has_seconds(self.cron)
+        local = at.astimezone(ZoneInfo(self.timezone))
+        if croniter.match(self.cron, local, second_at_beginning=seconds):
+            start = at.replace(microsecond=0) if seconds else at.replace(second=0, microsecond=0)
+            return start.astimezone(UTC)
         slot: datetime = _cron(self.cron, self.timezone, at).get_prev(datetime)
         return slot.astimezone(UTC)
 
 
+def has_seconds(expression: str) -> bool:
+    """Whether a cron expression has the optional leading seconds field (six fields)."""
+    return len(expression.split()) == 6
+
+
+def valid_cron(expression: str) -> bool:
+    """Five fields (minute hour day-of-month month day-of-week), or six with seconds first."""
+    fields = len(expression.split())
+    return fields in (5, 6) and croniter.is_valid(expression, second_at_beginning=fields == 6)
+
+
 def _cron(expression: str, timezone: str, start: datetime) -> croniter:
-    return croniter(expression, start.astimezone(ZoneInfo(timezone)))
+    return croniter(
+        expression,
+        start.astimezone(ZoneInfo(timezone)),
+        second_at_beginning=has_seconds(expression),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,10 +376,11 @@ class _Checks:
                     ("trigger", "timezone"),
                 )
                 return None
-            if not croniter.is_valid(parsed.cron) or len(parsed.cron.split()) != 5:
+            if not valid_cron(parsed.cron):
                 self.error(
                     f"invalid cron expression {parsed.cron!r}: five fields, minute hour "
-                    "day-of-month month day-of-week, e.g. '0 9 * * 1-5'",
+                    "day-of-month month day-of-week, e.g. '0 9 * * 1-5', or six with a "
+                    "leading seconds field, e.g. '*/30 * * * * *'",
                     ("trigger", "cron"),
                 )
                 return None

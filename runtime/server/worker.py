@@ -2,7 +2,8 @@
 
 It opens a `Runtime` over the repo's database (`DATABASE_URL`, as `amodal serve` does)
 that runs `concurrency` queued turns at a time and, like every runtime, continues the
-turns of the database whose process died. Start as many as the database takes, on as
+turns of the database whose process died, and ends and delivers the automation runs
+whose process died (`Automations.sweep`). Start as many as the database takes, on as
 many machines: each queued turn runs once, on whichever worker claims it first.
 SIGTERM or Ctrl-C stops it gracefully: it takes no more turns and waits up to
 `DRAIN_SECONDS` for the ones it runs; a second signal (or the deadline) cancels them.
@@ -18,6 +19,7 @@ from pathlib import Path
 import anyio
 
 from runtime.api import Runtime
+from runtime.automations import Automations
 from runtime.exceptions import AmodalError
 from runtime.observe.tracing import tracing_from_environment
 from runtime.repo import load_bundle
@@ -50,6 +52,9 @@ async def _work(repo: Path, concurrency: int, reload: bool) -> None:
             Runtime.open(
                 repo, watch_repo=reload, observers=tracing_from_environment(os.environ)
             ) as runtime,
+            # It fires no cron slot (servers do), but sweeps for automation runs and
+            # deliveries whose process died, as every server does.
+            Automations.open(runtime, sweep=True),
             anyio.create_task_group() as group,
         ):
             stop = anyio.Event()

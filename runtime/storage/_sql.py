@@ -64,7 +64,9 @@ from runtime.storage.records import (
     RUN_STATUSES,
     USAGE_GROUPS,
     AgentRunRecord,
+    AlertClaim,
     AutomationRunRecord,
+    AutomationRunStatus,
     AutomationState,
     DocumentPage,
     DocumentQuery,
@@ -207,6 +209,10 @@ def _marks(count: int) -> str:
 
 def _only(statement: Statement) -> Operation[Result]:
     return (yield statement)
+
+
+def _dump_deliveries(deliveries: Sequence[JSONObject]) -> str:
+    return json.dumps(list(deliveries), ensure_ascii=False, allow_nan=False)
 
 
 _USAGE_COLUMNS = (
@@ -892,7 +898,7 @@ class SqlStorage(UsageSql, abc.ABC):
             r.reply,
             t(r.created_at, "created_at"),
             None if r.ended_at is None else t(r.ended_at, "ended_at"),
-            json.dumps(r.deliveries, ensure_ascii=False, allow_nan=False),
+            _dump_deliveries(r.deliveries),
         )
 
     async def claim_automation_run(self, record: AutomationRunRecord) -> bool:
@@ -965,15 +971,101 @@ class SqlStorage(UsageSql, abc.ABC):
         )
         return (await self._write(lambda: _only(statement))).changed == 1
 
-    async def claim_automation_finish(self, record: AutomationRunRecord) -> bool:
-        if record.ended_at is None:  # NULL would let every caller claim it
-            raise ValueError("a finished automation run has its ended_at")
-        ended_at = self._automation_row(record)[11]
+    async def end_automation_run(
+        self,
+        ended: AutomationRunRecord,
+        *,
+        was: AutomationRunStatus,
+        holder: str,
+        ttl_seconds: float,
+        alert: AlertClaim | None = None,
+    ) -> AutomationRunRecord | None:
+        if ended.ended_at is None:  # the end is what the sweep and the waiters look for
+            raise ValueError("an ended automation run has its ended_at")
+        check_ttl(ttl_seconds)
+        row = self._automation_row(ended)
+        counted = ended.status in ("ok", "error")
+
+        def end() -> Operation[AutomationRunRecord | None]:
+            deliveries = list(ended.deliveries)
+            result = yield Statement(
+                "UPDATE automation_runs SET status = ?, done_reason = ?, error = ?, reply = ?, "
+                "ended_at = ?, deliveries = ? WHERE id = ? AND status = ?",
+                (*row[6:10], *row[11:13], ended.id, was),
+            )
+            if result.changed == 0:
+                return None  # another process ended it first
+            failed = ended.status == "error"
+            if counted:
+                found = (yield self._count_statement(ended.automation, failed)).one()
+                failures = int(found[0]) if found is not None else 0
+                if failed and alert is not None and failures >= alert.after:
+                    claim = self._alert_statement(
+                        ended.automation, alert.cooldown_seconds, alert.now
+                    )
+                    if (yield claim).changed == 1:
+                        deliveries.append({**alert.delivery, "consecutive_failures": failures})
+            if any(entry.get("status") == "pending" for entry in deliveries):
+                yield Statement(
+                    "UPDATE automation_runs SET deliveries = ?, delivery_holder = ?, "
+                    f"delivery_expires_at = {self.dialect.lease_expiry} WHERE id = ?",
+                    (_dump_deliveries(deliveries), holder, float(ttl_seconds), ended.id),
+                )
+            return dataclasses.replace(ended, deliveries=deliveries)
+
+        return await self._write(end)
+
+    async def due_automation_deliveries(self, limit: int = 20) -> list[AutomationRunRecord]:
+        check_page(limit, 0)
         statement = Statement(
-            "UPDATE automation_runs SET ended_at = ? "
-            "WHERE id = ? AND status = 'running' AND ended_at IS NULL",
-            (ended_at, record.id),
+            f"SELECT {AUTOMATION_RUN_COLUMNS} FROM automation_runs "
+            "WHERE delivery_expires_at IS NOT NULL "
+            f"AND delivery_expires_at <= {self.dialect.lease_now} "
+            "ORDER BY delivery_expires_at LIMIT ?",
+            (limit,),
         )
+        rows = (await self._read(lambda: _only(statement))).rows
+        return [self.dialect.rows.automation_run(row) for row in rows]
+
+    async def claim_automation_deliveries(
+        self, run_id: str, holder: str, ttl_seconds: float
+    ) -> AutomationRunRecord | None:
+        check_ttl(ttl_seconds)
+        d = self.dialect
+        # One statement, as a turn lease: of processes racing for an expired lease the
+        # first UPDATE wins; the others re-check the WHERE against its live lease.
+        statement = Statement(
+            f"UPDATE automation_runs SET delivery_holder = ?, delivery_expires_at = "
+            f"{d.lease_expiry} WHERE id = ? AND delivery_expires_at IS NOT NULL "
+            f"AND (delivery_expires_at <= {d.lease_now} OR delivery_holder = ?) "
+            f"RETURNING {AUTOMATION_RUN_COLUMNS}",
+            (holder, float(ttl_seconds), run_id, holder),
+        )
+        row = (await self._write(lambda: _only(statement))).one()
+        return None if row is None else d.rows.automation_run(row)
+
+    async def save_automation_deliveries(
+        self,
+        run_id: str,
+        holder: str,
+        deliveries: Sequence[JSONObject],
+        ttl_seconds: float | None,
+    ) -> bool:
+        body = _dump_deliveries(deliveries)
+        if ttl_seconds is None:  # done: nothing left to send, nobody holds it
+            statement = Statement(
+                "UPDATE automation_runs SET deliveries = ?, delivery_holder = NULL, "
+                "delivery_expires_at = NULL WHERE id = ? AND delivery_holder = ?",
+                (body, run_id, holder),
+            )
+        else:
+            check_ttl(ttl_seconds)
+            statement = Statement(
+                "UPDATE automation_runs SET deliveries = ?, "
+                f"delivery_expires_at = {self.dialect.lease_expiry} "
+                "WHERE id = ? AND delivery_holder = ?",
+                (body, float(ttl_seconds), run_id, holder),
+            )
         return (await self._write(lambda: _only(statement))).changed == 1
 
     async def latest_automation_slot(self, automation: str) -> datetime | None:
@@ -1004,34 +1096,42 @@ class SqlStorage(UsageSql, abc.ABC):
         )
         await self._write(lambda: _only(statement))
 
-    async def count_automation_outcome(self, automation: str, failed: bool) -> int:
+    def _count_statement(self, automation: str, failed: bool) -> Statement:
         if failed:
-            statement = Statement(
+            return Statement(
                 "INSERT INTO automation_state (automation, failures) VALUES (?, 1) "
                 "ON CONFLICT (automation) DO UPDATE "
                 "SET failures = automation_state.failures + 1 RETURNING failures",
                 (automation,),
             )
-        else:  # a success ends the streak, and with it the alert's cooldown
-            statement = Statement(
-                "INSERT INTO automation_state (automation, failures) VALUES (?, 0) "
-                "ON CONFLICT (automation) DO UPDATE SET failures = 0, alerted_at = NULL "
-                "RETURNING failures",
-                (automation,),
-            )
+        # A success ends the streak, and with it the alert's cooldown.
+        return Statement(
+            "INSERT INTO automation_state (automation, failures) VALUES (?, 0) "
+            "ON CONFLICT (automation) DO UPDATE SET failures = 0, alerted_at = NULL "
+            "RETURNING failures",
+            (automation,),
+        )
+
+    def _alert_statement(
+        self, automation: str, cooldown_seconds: float, now: datetime
+    ) -> Statement:
+        t = self.dialect.time
+        since = t(now - timedelta(seconds=cooldown_seconds), "now")
+        return Statement(
+            "UPDATE automation_state SET alerted_at = ? "
+            "WHERE automation = ? AND (alerted_at IS NULL OR alerted_at <= ?)",
+            (t(now, "now"), automation, since),
+        )
+
+    async def count_automation_outcome(self, automation: str, failed: bool) -> int:
+        statement = self._count_statement(automation, failed)
         row = (await self._write(lambda: _only(statement))).one()
         return int(row[0]) if row is not None else 0
 
     async def claim_automation_alert(
         self, automation: str, cooldown_seconds: float, now: datetime
     ) -> bool:
-        t = self.dialect.time
-        since = t(now - timedelta(seconds=cooldown_seconds), "now")
-        statement = Statement(
-            "UPDATE automation_state SET alerted_at = ? "
-            "WHERE automation = ? AND (alerted_at IS NULL OR alerted_at <= ?)",
-            (t(now, "now"), automation, since),
-        )
+        statement = self._alert_statement(automation, cooldown_seconds, now)
         return (await self._write(lambda: _only(statement))).changed == 1
 
     # --- runs ------------------------------------------------------------------------

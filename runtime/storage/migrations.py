@@ -388,6 +388,17 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "m013_automation_deliveries",
+        # A run's deliveries are written `pending` with its end, then sent under a lease
+        # (holder, expiry as for turn leases): a sweep takes over the ones whose holder died.
+        """
+        ALTER TABLE automation_runs ADD COLUMN delivery_holder TEXT;
+        ALTER TABLE automation_runs ADD COLUMN delivery_expires_at REAL;
+        CREATE INDEX automation_runs_delivering ON automation_runs (delivery_expires_at)
+            WHERE delivery_expires_at IS NOT NULL;
+        """,
+    ),
 )
 """SQLite's schema history. Append only (see the module docstring)."""
 
@@ -671,6 +682,17 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
             failures INTEGER NOT NULL DEFAULT 0,
             alerted_at TIMESTAMPTZ
         );
+        """,
+    ),
+    Migration(
+        "m013_automation_deliveries",
+        # A run's deliveries are written `pending` with its end, then sent under a lease
+        # (holder, expiry as for turn leases): a sweep takes over the ones whose holder died.
+        """
+        ALTER TABLE automation_runs ADD COLUMN delivery_holder TEXT;
+        ALTER TABLE automation_runs ADD COLUMN delivery_expires_at TIMESTAMPTZ;
+        CREATE INDEX automation_runs_delivering ON automation_runs (delivery_expires_at)
+            WHERE delivery_expires_at IS NOT NULL;
         """,
     ),
 )

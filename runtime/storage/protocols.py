@@ -29,7 +29,9 @@ from typing import Protocol
 
 from runtime.storage.records import (
     AgentRunRecord,
+    AlertClaim,
     AutomationRunRecord,
+    AutomationRunStatus,
     AutomationState,
     DocumentPage,
     DocumentQuery,
@@ -225,10 +227,47 @@ class AutomationStorage(Protocol):
         """Move a `queued` run to `running`: True for exactly one caller across processes."""
         ...
 
-    async def claim_automation_finish(self, record: AutomationRunRecord) -> bool:
-        """Claim the finishing of a `running` run (its `ended_at` set, its status still
-        `running` until the ended record is written): True for exactly one caller across
-        processes, so one of them records, delivers and counts it."""
+    async def end_automation_run(
+        self,
+        ended: AutomationRunRecord,
+        *,
+        was: AutomationRunStatus,
+        holder: str,
+        ttl_seconds: float,
+        alert: AlertClaim | None = None,
+    ) -> AutomationRunRecord | None:
+        """End a run that is still `was` (`running`, or `awaiting_confirmation` when its
+        confirmed turn ends), in one step: its outcome (`ended`'s status, reply, error,
+        end), its deliveries as given (each `{"status": "pending", "delivery_id": ...}`
+        yet to send), the failure count of an `ok` or `error` run, and the failure
+        alert when `alert` is due (one more pending delivery). With anything pending,
+        `holder` takes the delivery lease for `ttl_seconds`. The run as written, or None
+        (nothing written) when it is no longer `was`: of any number of callers across
+        processes one ends it."""
+        ...
+
+    async def due_automation_deliveries(self, limit: int = 20) -> list[AutomationRunRecord]:
+        """Runs with deliveries pending whose delivery lease expired (its holder died)."""
+        ...
+
+    async def claim_automation_deliveries(
+        self, run_id: str, holder: str, ttl_seconds: float
+    ) -> AutomationRunRecord | None:
+        """Take the delivery lease of a run whose lease expired (or that `holder` has):
+        the run, for exactly one of any number of callers; None for the others and for a
+        run with nothing pending."""
+        ...
+
+    async def save_automation_deliveries(
+        self,
+        run_id: str,
+        holder: str,
+        deliveries: Sequence[JSONObject],
+        ttl_seconds: float | None,
+    ) -> bool:
+        """Record how the deliveries went so far and renew the lease for `ttl_seconds`, or
+        (None) record them done and give the lease up. False, nothing written, when
+        `holder` no longer holds the lease."""
         ...
 
     async def latest_automation_slot(self, automation: str) -> datetime | None:

@@ -186,6 +186,18 @@ class AutomationRunRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class AlertClaim:
+    """The failure alert, taken in the step that ends a failed run (`end_automation_run`):
+    at `after` consecutive failures, unless one went out within `cooldown_seconds` before
+    `now`; taking it adds `delivery` (with `consecutive_failures`) to the run's deliveries."""
+
+    after: int
+    cooldown_seconds: float
+    now: datetime
+    delivery: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
 class AutomationState:
     """What an automation keeps across restarts: paused or not, its consecutive failures,
     when its failure alert last went out."""

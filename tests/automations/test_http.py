@@ -19,7 +19,7 @@ from runtime import Runtime
 from runtime.automations import Automations, signature
 from runtime.server import Authenticator, create_app
 from runtime.testing import ScriptedModel
-from tests.automations._repo import FILES
+from tests.automations._repo import FILES, Receiver
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +43,10 @@ NIGHTLY = {"message": "Clean up.", "trigger": {"cron": "0 3 * * *", "timezone": 
 
 @pytest.fixture
 async def client(
-    make_repo: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_repo: Callable[..., Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    receiver: Receiver,
 ) -> AsyncIterator[httpx.AsyncClient]:
     monkeypatch.setenv("AMODAL_OPERATOR_TOKEN", OPERATOR["Authorization"].split()[1])
     monkeypatch.setenv("USER_KEY", USER["Authorization"].split()[1])
@@ -53,6 +56,13 @@ async def client(
         **AUTH,
         "automations/triage.json": TRIAGE,
         "automations/nightly.json": NIGHTLY,
+        "automations/refund.json": {
+            "message": "Refund the customer.",
+            "trigger": {"manual": True},
+            "as": {"claims": {"sub": "refund-bot"}},
+            "deliver": [{"webhook": receiver.url + "/outcome"}],
+            "failureAlert": {"after": 1, "webhook": receiver.url + "/alert"},
+        },
         "automations/broken.json": {"message": "x", "trigger": {"cron": "nope"}},
     }
     async with contextlib.AsyncExitStack() as stack:
@@ -89,7 +99,7 @@ async def settled(client: httpx.AsyncClient, name: str, run_id: str) -> dict[str
 async def test_the_operator_lists_automations_with_next_run_and_broken_ones(client):
     listed = (await client.get("/automations", headers=OPERATOR)).json()["automations"]
     by_name = {a["name"]: a for a in listed}
-    assert sorted(by_name) == ["broken", "digest", "nightly", "triage"]
+    assert sorted(by_name) == ["broken", "digest", "nightly", "refund", "triage"]
     assert by_name["nightly"]["next_run"].endswith("T03:00:00+00:00")
     assert by_name["nightly"]["schedule"] == "0 3 * * *" and not by_name["nightly"]["paused"]
     assert by_name["triage"]["trigger"] == "webhook" and by_name["triage"]["next_run"] is None
@@ -196,6 +206,50 @@ async def test_pending_confirmations_are_listed_for_the_operator(
     )
     assert approved.status_code == 200, approved.text
     assert (await client.get("/confirmations", headers=OPERATOR)).json()["confirmations"] == []
+
+
+async def test_a_confirmed_run_ends_delivers_and_counts_as_one_that_needed_none(
+    client, scripted_model: ScriptedModel, receiver: Receiver
+):
+    scripted_model.tool_call("charge", {}, id="call_refund")
+    run_id = (await client.post("/automations/refund/run", headers=OPERATOR)).json()["run_id"]
+    waiting = await settled(client, "refund", run_id)
+    assert waiting["status"] == "awaiting_confirmation"
+    (pending,) = (await client.get("/confirmations", headers=OPERATOR)).json()["confirmations"]
+    assert pending["session_id"] == waiting["session_id"]
+    scripted_model.error(400, "the refund went wrong")  # the model fails after the charge
+    approved = await client.post(
+        f"/sessions/{pending['session_id']}/confirmations/{pending['call_id']}",
+        json={"approve": True},
+        headers={**OPERATOR, "Accept": "application/json"},
+    )
+    assert approved.status_code == 200, approved.text
+
+    async def ended() -> dict[str, Any]:
+        with anyio.fail_after(20):
+            while True:
+                runs = (await client.get("/automations/refund/runs", headers=OPERATOR)).json()
+                (run,) = runs["runs"]
+                if run["status"] != "awaiting_confirmation" and all(
+                    d["status"] != "pending" for d in run["deliveries"]
+                ):
+                    return run  # type: ignore[no-any-return]
+                await anyio.sleep(0.05)
+
+    run = await ended()
+    assert (run["status"], run["done_reason"]) == ("error", "error")
+    assert [(d["delivery_id"], d["for_status"], d["status"]) for d in run["deliveries"]] == [
+        (f"{run_id}-0", "awaiting_confirmation", "delivered"),
+        (f"{run_id}-0-2", "error", "delivered"),  # a new id: a receiver keeps both outcomes
+        (f"{run_id}-alert", "error", "delivered"),
+    ]
+    outcomes = [p.json()["status"] for p in receiver.received if p.path == "/outcome"]
+    assert outcomes == ["awaiting_confirmation", "error"]
+    (alert,) = [p.json() for p in receiver.received if p.path == "/alert"]
+    assert alert["consecutive_failures"] == 1 and alert["run_id"] == run_id
+    listed = (await client.get("/automations", headers=OPERATOR)).json()["automations"]
+    refund = next(a for a in listed if a["name"] == "refund")
+    assert refund["consecutive_failures"] == 1 and refund["last_run_status"] == "error"
 
 
 async def test_metrics_count_runs_by_automation_and_status(client, scripted_model: ScriptedModel):

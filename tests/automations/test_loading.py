@@ -41,6 +41,39 @@ def test_a_good_automation_loads_with_its_schedule(make_repo):
     assert digest.next_slot(after) == datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
 
 
+def test_a_six_field_cron_has_a_leading_seconds_field_and_five_fields_stay_minutes(make_repo):
+    every = {**GOOD, "trigger": {"cron": "*/20 * * * * *"}}
+    result = load(make_repo, {"automations/often.json": every, "automations/digest.json": GOOD})
+    assert not result.bundle.automation_errors
+    often = result.bundle.automations["often"]
+    at = datetime(2026, 12, 2, 1, 0, 25, 500, tzinfo=UTC)
+    assert often.next_slot(at) == datetime(2026, 12, 2, 1, 0, 40, tzinfo=UTC)
+    assert often.previous_slot(at) == datetime(2026, 12, 2, 1, 0, 20, tzinfo=UTC)
+    assert often.previous_slot(at.replace(second=40, microsecond=7)) == at.replace(
+        second=40, microsecond=0
+    )
+    minutely = {**GOOD, "trigger": {"cron": "* * * * *"}}
+    each = load(make_repo, {"automations/minutely.json": minutely}).bundle
+    assert each.automations["minutely"].previous_slot(at) == datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
+
+
+def test_a_cron_of_other_than_five_or_six_valid_fields_is_refused_saying_what_fits(make_repo):
+    files = {
+        f"automations/{name}.json": {**GOOD, "trigger": {"cron": cron}}
+        for name, cron in {
+            "seconds-out-of-range": "61 * * * * *",
+            "seven": "0 0 9 * * * 2030",
+            "four": "0 9 * *",
+        }.items()
+    }
+    result = load(make_repo, files)
+    assert result.ok and not result.bundle.automations
+    messages = {e.file.split("/")[-1]: e.message for e in result.bundle.automation_errors}
+    assert set(messages) == {"seconds-out-of-range.json", "seven.json", "four.json"}
+    for message in messages.values():
+        assert "invalid cron expression" in message and "leading seconds field" in message
+
+
 def test_yaml_works_like_json(make_repo):
     text = (
         "message: Triage {{ payload }}\n"

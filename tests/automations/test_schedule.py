@@ -196,3 +196,26 @@ async def test_an_automation_a_reload_adds_fires_no_slot_from_before_it_existed(
         assert sorted(claimed) == ["hourly"] and claimed["hourly"].status == "running"
         await ended(service, [claimed["hourly"]])
         assert await service.runs("late") == []
+
+
+async def test_a_six_field_schedule_fires_each_second_slot_once(
+    services, scripted_model: ScriptedModel
+):
+    scripted_model.reply("one").reply("two")
+    start = T10 + timedelta(seconds=1)
+    clock = Clock(start)
+    every = {"cron": "*/10 * * * * *"}
+    async with services(clock, trigger=every) as one, services(clock, trigger=every) as two:
+        assert await one.tick() == []  # the service started after the 10:00:00 slot
+        clock.now = start + timedelta(seconds=9.5)  # 10:00:10.5
+        first = await one.tick() + await two.tick()  # each slot once across both
+        assert [r.slot for r in first] == [T10 + timedelta(seconds=10)]
+        await ended(one, first)
+        clock.now = start + timedelta(seconds=19.2)  # 10:00:20.2
+        second = await two.tick() + await one.tick()
+        assert [r.slot for r in second] == [T10 + timedelta(seconds=20)]
+        runs = await ended(one, second)
+    assert [r.status for r in runs] == ["ok"]
+    assert [r.last_user for r in scripted_model.requests] == [
+        f"Hourly at {(T10 + timedelta(seconds=s)).isoformat()}." for s in (10, 20)
+    ]

@@ -12,7 +12,7 @@ import pytest
 
 from runtime import Runtime
 from runtime.automations import Automations
-from runtime.testing import ScriptedModel
+from runtime.testing import ScriptedModel, hang
 from tests.automations._repo import FILES, Receiver
 
 pytestmark = pytest.mark.anyio
@@ -68,3 +68,69 @@ async def test_a_run_whose_follower_died_is_finished_once_by_another_runtime(
     assert receiver.received[0].json()["run_id"] == started.id
     assert states["digest"].failures == 0
     assert len(scripted_model.requests) == 1
+
+
+async def test_a_run_confirmed_on_another_process_is_ended_by_the_sweep(
+    make_repo: Callable[..., Path],
+    scripted_model: ScriptedModel,
+    receiver: Receiver,
+    tmp_path: Path,
+) -> None:
+    spec = {
+        "message": "Charge.",
+        "trigger": {"manual": True},
+        "as": {"claims": {"sub": "bot"}},
+        "deliver": [{"webhook": receiver.url}],
+    }
+    root = make_repo({**FILES, "automations/digest.json": spec})
+    database = tmp_path / "shared.db"
+    scripted_model.tool_call("charge", {}, id="call_charge")
+    async with (
+        Runtime.open(root, database=database, background=1) as here,
+        Automations.open(here) as service,
+    ):
+        with anyio.fail_after(20):
+            waiting = await service.wait((await service.run_now("digest")).id)
+        assert waiting.status == "awaiting_confirmation" and waiting.session_id is not None
+        # The operator answers on another process: nothing here hears the turn end.
+        scripted_model.reply("Charged.")
+        async with Runtime.open(root, database=database) as there:
+            answered = await there.confirm(
+                waiting.session_id, "call_charge", approve=True, operator=True
+            )
+        assert answered.text == "Charged."
+        assert await service.sweep() == [waiting.id]
+        with anyio.fail_after(20):
+            ended = await service.wait(waiting.id)
+        assert await service.sweep() == []
+        states = await here.storage.automation_states()
+    assert (ended.status, ended.reply, ended.done_reason) == ("ok", "Charged.", "model_stop")
+    assert [p.json()["status"] for p in receiver.received] == ["awaiting_confirmation", "ok"]
+    assert [p.headers["X-Amodal-Delivery"] for p in receiver.received] == [
+        f"{waiting.id}-0",
+        f"{waiting.id}-0-2",
+    ]
+    assert states["digest"].failures == 0
+
+
+async def test_a_run_whose_follower_died_still_times_out_where_its_turn_runs(
+    make_repo: Callable[..., Path], scripted_model: ScriptedModel, tmp_path: Path
+) -> None:
+    spec = {"message": "Slow.", "trigger": {"manual": True}, "timeoutSeconds": 1}
+    root = make_repo({**FILES, "automations/digest.json": spec})
+    scripted_model.respond(lambda request: hang(30))  # the turn outlives its timeout
+    async with Runtime.open(root, database=tmp_path / "d.db", background=1) as rt:
+        async with Automations.open(rt) as gone:  # its follower goes away at once
+            started = await gone.run_now("digest")
+        async with Automations.open(rt) as service:
+            with anyio.fail_after(20):
+                while not scripted_model.requests:  # noqa: ASYNC110 (a server thread counts)
+                    await anyio.sleep(0.05)
+                assert await service.sweep() == []  # inside its timeout: it goes on
+                await anyio.sleep(1.1)
+                assert await service.sweep() == [started.id]
+                ended = await service.wait(started.id)
+        assert (ended.status, ended.done_reason) == ("error", "timeout")
+        assert ended.error == "timed out after 1 s"
+        turns = await rt.turns(started.session_id or "", operator=True)
+        assert turns[0].done is not None and turns[0].done.reason == "cancelled"

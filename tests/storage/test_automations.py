@@ -137,25 +137,92 @@ async def test_a_queued_run_is_started_by_one_storage_only(storage, second_stora
     assert found is not None and found.status == "running"
 
 
-async def test_finishing_a_running_run_is_claimed_by_one_storage_only(storage, second_storage):
+PENDING = [{"target": "webhook http://x", "delivery_id": "f1-0", "status": "pending"}]
+
+
+async def test_ending_a_running_run_is_done_by_one_storage_only(storage, second_storage):
     await storage.claim_automation_run(run("f1", status="running"))
     ended = run("f1", status="ok", reply="done", ended_at=T0 + timedelta(seconds=5))
-    won: list[bool] = []
+    ended = dataclasses.replace(ended, deliveries=PENDING)
+    won: list[AutomationRunRecord | None] = []
 
-    async def finish(which: Storage) -> None:
-        won.append(await which.claim_automation_finish(ended))
+    async def finish(which: Storage, index: int) -> None:
+        end = which.end_automation_run(ended, was="running", holder=f"h{index}", ttl_seconds=30)
+        won.append(await end)
 
     async with anyio.create_task_group() as group:
         for index in range(6):
-            group.start_soon(finish, storage if index % 2 else second_storage)
-    assert won.count(True) == 1
-    claimed = await storage.get_automation_run("f1")
-    # Claimed, not ended yet: a waiter sees the outcome and its deliveries at once, later.
-    assert claimed is not None and claimed.status == "running" and claimed.ended_at is not None
-    await storage.update_automation_run(ended)
-    assert not await second_storage.claim_automation_finish(ended)  # an ended run: never again
+            group.start_soon(finish, storage if index % 2 else second_storage, index)
+    assert [w for w in won if w is not None] == [ended]
+    # The outcome and its pending delivery are written in the step that ends the run.
+    assert await second_storage.get_automation_run("f1") == ended
+    assert (await storage.automation_states())["digest"].failures == 0
+    assert await storage.end_automation_run(ended, was="running", holder="h", ttl_seconds=1) is None
     await storage.claim_automation_run(run("f2", status="running"))
     with pytest.raises(ValueError, match="ended_at"):
-        await storage.claim_automation_finish(run("f2", status="ok"))
-    unclaimed = await storage.get_automation_run("f2")
-    assert unclaimed is not None and unclaimed.ended_at is None
+        await storage.end_automation_run(
+            run("f2", status="ok"), was="running", holder="h", ttl_seconds=1
+        )
+    unended = await storage.get_automation_run("f2")
+    assert unended is not None and unended.status == "running" and unended.ended_at is None
+
+
+async def test_the_end_of_a_failed_run_counts_it_and_takes_the_alert_once(storage):
+    from runtime.storage import AlertClaim
+
+    alert = AlertClaim(1, 3600, T0, {"target": "failureAlert", "status": "pending"})
+    for index in range(2):
+        await storage.claim_automation_run(run(f"e{index}"))
+        failed = run(f"e{index}", status="error", ended_at=T0)
+        written = await storage.end_automation_run(
+            failed, was="running", holder="h", ttl_seconds=30, alert=alert
+        )
+        assert written is not None
+        # The alert went with the first failure; the second is inside the cooldown.
+        expected = [{**alert.delivery, "consecutive_failures": 1}] if index == 0 else []
+        assert written.deliveries == expected
+        assert (await storage.get_automation_run(f"e{index}")) == written
+    assert (await storage.automation_states())["digest"].failures == 2
+    # A run that waits for a confirmation neither fails nor succeeds; its later end counts.
+    await storage.claim_automation_run(run("w"))
+    waiting = run("w", status="awaiting_confirmation", ended_at=T0)
+    assert await storage.end_automation_run(waiting, was="running", holder="h", ttl_seconds=1)
+    assert (await storage.automation_states())["digest"].failures == 2
+    final = run("w", status="ok", ended_at=T0 + timedelta(hours=1))
+    again = storage.end_automation_run(final, was="running", holder="h", ttl_seconds=1)
+    assert await again is None  # it is not running
+    ended = storage.end_automation_run(
+        final, was="awaiting_confirmation", holder="h", ttl_seconds=1
+    )
+    assert await ended == final
+    assert (await storage.automation_states())["digest"].failures == 0
+
+
+async def test_a_lapsed_delivery_lease_is_taken_over_by_one_storage(storage, second_storage):
+    await storage.claim_automation_run(run("d1"))
+    ended = dataclasses.replace(run("d1", status="ok", ended_at=T0), deliveries=PENDING)
+    assert await storage.end_automation_run(ended, was="running", holder="dead", ttl_seconds=0.5)
+    assert await storage.due_automation_deliveries() == []  # its holder still holds it
+    assert await second_storage.claim_automation_deliveries("d1", "other", 30) is None
+    with anyio.fail_after(10):
+        while not await second_storage.due_automation_deliveries():  # noqa: ASYNC110 (its clock)
+            await anyio.sleep(0.1)
+    taken: list[tuple[str, AutomationRunRecord | None]] = []
+
+    async def claim(which: Storage, index: int) -> None:
+        holder = f"new{index}"
+        taken.append((holder, await which.claim_automation_deliveries("d1", holder, 30)))
+
+    async with anyio.create_task_group() as group:
+        for index in range(6):
+            group.start_soon(claim, storage if index % 2 else second_storage, index)
+    ((winner, record),) = [(holder, t) for holder, t in taken if t is not None]
+    assert record == ended
+    done = [{**PENDING[0], "status": "delivered"}]
+    assert not await storage.save_automation_deliveries("d1", "dead", done, None)  # lost it
+    assert await storage.save_automation_deliveries("d1", winner, PENDING, 30)  # renewed
+    assert await second_storage.save_automation_deliveries("d1", winner, done, None)
+    found = await storage.get_automation_run("d1")
+    assert found is not None and found.deliveries == done
+    assert await storage.claim_automation_deliveries("d1", winner, 30) is None  # nothing left
+    assert await storage.due_automation_deliveries() == []
