@@ -21,7 +21,6 @@ storage backend").
 from __future__ import annotations
 
 import abc
-import dataclasses
 import functools
 import json
 import math
@@ -235,6 +234,16 @@ def _sums(turns: str) -> str:
     )
 
 
+_GROUP_TOTALS = (
+    ", ".join(
+        f"SUM(SUM({name})) OVER ()"
+        for name in ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "calls")
+    )
+    + ", SUM(SUM(turn_first)) OVER ()"
+)
+"""A grouped report's total, on every row: its sums over every group (`turns` is each
+turn's first call, as in the total)."""
+
 MAX_USAGE_ROWS = 10_000
 _DAY_COLUMNS = (
     "day, agent, model, owner_key, owner, scope_id, input_tokens, output_tokens, "
@@ -416,19 +425,21 @@ class UsageSql:
             else "SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, "
             "SUM(input_tokens) + SUM(output_tokens) DESC, k"
         )
+        # The total rides on every row, summed over all the groups (a window over the
+        # grouped rows, before the LIMIT): one pass over the calls, never a second query.
         grouped = Statement(
-            f"SELECT k, {sums} FROM ({parts}) AS parts GROUP BY k ORDER BY {order} LIMIT ?",
+            f"SELECT k, {sums}, {_GROUP_TOTALS} FROM ({parts}) AS parts GROUP BY k "
+            f"ORDER BY {order} LIMIT ?",
             (*values, q.limit),
         )
         rows = (await self._read(lambda: _only(grouped))).rows
         key = q.group_by or ""
         found = [
-            _usage_row({key: None if row[0] is None else str(row[0])}, row[1:]) for row in rows
+            _usage_row({key: None if row[0] is None else str(row[0])}, row[1:8]) for row in rows
         ]
-        if len(rows) < q.limit:  # every group is here: the total is their sum
-            return found, _summed(rows)
-        _, everything = await self.usage_report(dataclasses.replace(q, group_by=None))
-        return found, everything
+        if not rows:
+            return found, _usage_row({}, (0, 0, 0, None, 0, 0, 0), turns=6)
+        return found, _usage_row({}, rows[0][8:], turns=5)
 
     def _usage_parts(
         self,
@@ -522,20 +533,6 @@ def _usage_row(key: dict[str, str | None], sums: Row, turns: int = 5) -> UsageRo
         None if cost is None else float(cost),
         int(sums[4]),
         int(sums[turns]),
-    )
-
-
-def _summed(rows: Sequence[Row]) -> UsageRow:
-    """The total of every group's row (`SELECT key, sums...`)."""
-    costs = [row[4] for row in rows if row[4] is not None]
-    return UsageRow(
-        {},
-        sum(int(row[1]) for row in rows),
-        sum(int(row[2]) for row in rows),
-        sum(int(row[3]) for row in rows),
-        float(sum(costs)) if costs else None,
-        sum(int(row[5]) for row in rows),
-        sum(int(row[7]) for row in rows),
     )
 
 
