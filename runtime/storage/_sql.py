@@ -62,6 +62,7 @@ from runtime.storage.records import (
     AUTOMATION_RUN_STATUSES,
     RUN_STATUSES,
     USAGE_GROUPS,
+    USAGE_KINDS,
     AgentRunRecord,
     AutomationRunRecord,
     AutomationState,
@@ -211,7 +212,7 @@ def _only(statement: Statement) -> Operation[Result]:
 _USAGE_COLUMNS = (
     "session_id, turn_id, run_id, agent, model, owner, scope_id, at, day, "
     "input_tokens, output_tokens, cached_tokens, cost_usd, estimated, "
-    "turn_first, agent_first, model_first"
+    "turn_first, agent_first, model_first, kind"
 )
 _GROUP_COLUMNS = {
     "agent": "agent",
@@ -220,6 +221,7 @@ _GROUP_COLUMNS = {
     "scope": "scope_id",
     "day": "day",
     "session": "session_id",
+    "kind": "kind",
 }
 _TURNS = {"agent": "agent_first", "model": "model_first"}
 """What counts a group's turns: the first call of its agent (model) in each turn; for the
@@ -247,7 +249,7 @@ turn's first call, as in the total)."""
 MAX_USAGE_ROWS = 10_000
 _DAY_COLUMNS = (
     "day, agent, model, owner_key, owner, scope_id, input_tokens, output_tokens, "
-    "cached_tokens, cost_usd, calls, turn_first, agent_first, model_first"
+    "cached_tokens, cost_usd, calls, turn_first, agent_first, model_first, kind"
 )
 _SESSION_DAY_COLUMNS = (
     "session_id, day, owner, scope_id, input_tokens, output_tokens, cached_tokens, cost_usd, "
@@ -264,7 +266,7 @@ _DAY_SUMS = (
 )
 
 # The statements `record_usage` runs for every model call, built once.
-_INSERT_USAGE = f"INSERT INTO usage_records ({_USAGE_COLUMNS}) VALUES ({_marks(17)})"
+_INSERT_USAGE = f"INSERT INTO usage_records ({_USAGE_COLUMNS}) VALUES ({_marks(18)})"
 _ADD_OWNER_DAY = (
     "INSERT INTO usage_owner_days (owner_key, day, tokens, cost_usd) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (owner_key, day) DO UPDATE SET "
@@ -272,8 +274,8 @@ _ADD_OWNER_DAY = (
     "cost_usd = usage_owner_days.cost_usd + excluded.cost_usd"
 )
 _ADD_USAGE_DAY = (
-    f"INSERT INTO usage_days ({_DAY_COLUMNS}) VALUES ({_marks(14)}) "
-    "ON CONFLICT (day, agent, model, owner_key, scope_id) DO UPDATE SET "
+    f"INSERT INTO usage_days ({_DAY_COLUMNS}) VALUES ({_marks(15)}) "
+    "ON CONFLICT (day, agent, model, owner_key, scope_id, kind) DO UPDATE SET "
     + ", ".join(f"{name} = usage_days.{name} + excluded.{name}" for name in _DAY_SUMS)
     + ", cost_usd = CASE WHEN usage_days.cost_usd IS NULL AND excluded.cost_usd IS NULL "
     "THEN NULL ELSE COALESCE(usage_days.cost_usd, 0) + COALESCE(excluded.cost_usd, 0) END"
@@ -301,6 +303,8 @@ class UsageSql:
             raise ValueError(
                 f"usage cost_usd must be a finite number of 0 or more, got {r.cost_usd}"
             )
+        if r.kind not in USAGE_KINDS:
+            raise ValueError(f"usage kind must be one of {', '.join(USAGE_KINDS)}, got {r.kind!r}")
         at = r.at.astimezone(UTC) if r.at.tzinfo is not None else r.at
         row = (
             r.session_id,
@@ -320,6 +324,7 @@ class UsageSql:
             int(r.turn_first),
             int(r.agent_first),
             int(r.model_first),
+            r.kind,
         )
         insert = Statement(_INSERT_USAGE, row)
         owner_key = _owner_key(r.owner)
@@ -342,6 +347,7 @@ class UsageSql:
                 int(r.turn_first),
                 int(r.agent_first),
                 int(r.model_first),
+                r.kind,
             ),
         )
 
