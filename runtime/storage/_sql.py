@@ -189,6 +189,9 @@ class Dialect:
     owner_lock: str | None
     """Run first in a memory add, with one `?` naming the owner, so that concurrent adds of
     one owner count the entries one after another (None: the write lock does already)."""
+    grouping_sets: bool = False
+    """Whether `GROUP BY GROUPING SETS` is understood: a grouped usage report then gets its
+    total from the same aggregation (else from a window over the groups)."""
 
 
 # Fixed fragments, the same in both dialects.
@@ -431,6 +434,9 @@ class UsageSql:
             else "SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, "
             "SUM(input_tokens) + SUM(output_tokens) DESC, k"
         )
+        key = q.group_by or ""
+        if d.grouping_sets:
+            return await self._grouped_with_total(parts, values, sums, order, key, q.limit)
         # The total rides on every row, summed over all the groups (a window over the
         # grouped rows, before the LIMIT): one pass over the calls, never a second query.
         grouped = Statement(
@@ -439,13 +445,28 @@ class UsageSql:
             (*values, q.limit),
         )
         rows = (await self._read(lambda: _only(grouped))).rows
-        key = q.group_by or ""
         found = [
             _usage_row({key: None if row[0] is None else str(row[0])}, row[1:8]) for row in rows
         ]
         if not rows:
             return found, _usage_row({}, (0, 0, 0, None, 0, 0, 0), turns=6)
         return found, _usage_row({}, rows[0][8:], turns=5)
+
+    async def _grouped_with_total(
+        self, parts: str, values: list[object], sums: str, order: str, key: str, limit: int
+    ) -> tuple[list[UsageRow], UsageRow]:
+        """The groups and, first, their total (the `()` grouping set), from one hash
+        aggregation: no window to buffer every group in, and no second pass."""
+        grouped = Statement(
+            f"SELECT k, {sums}, GROUPING(k) FROM ({parts}) AS parts "
+            f"GROUP BY GROUPING SETS ((k), ()) ORDER BY GROUPING(k) DESC, {order} LIMIT ?",
+            (*values, limit + 1),
+        )
+        total, *rows = (await self._read(lambda: _only(grouped))).rows
+        found = [
+            _usage_row({key: None if row[0] is None else str(row[0])}, row[1:8]) for row in rows
+        ]
+        return found, _usage_row({}, total[1:8], turns=6)
 
     def _usage_parts(
         self,
