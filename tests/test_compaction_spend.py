@@ -126,3 +126,23 @@ async def test_a_summary_counts_toward_the_session_limit_of_the_turns_after_it(
     assert after.budget is not None and after.budget["limit"] == "maxSessionCostUsd"
     assert after.budget["used"] == pytest.approx(spent)
     assert len(scripted_model.requests) == asked
+
+
+async def test_a_summariser_without_a_price_under_a_cost_limit_is_skipped_not_fatal(
+    make_repo: Callable[..., Path],
+    harness_for: Callable[..., Any],
+    scripted_model: ScriptedModel,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # amodal.json prices its summariser, but the environment swaps in a model nobody
+    # priced: the budget cannot bound its calls, so none is made; the turns go on.
+    monkeypatch.setenv("MODEL_ADVANCED", "unpriced-summariser")
+    files = priced_session(
+        2_500, summariser={"price": CHEAP}, limits={"maxTurnCostUsd": 1.0}, threshold=0.25
+    )
+    harness: Harness = await harness_for(make_repo(files))
+    scripted_model.respond(desk())
+    streamed = await talk(harness, range(1, 8))  # every turn ends model_stop
+    assert {c.stage for c in of_type(streamed, events.Compaction)} == {"mask"}
+    assert not any(is_summariser(r) for r in scripted_model.requests)
+    assert not of_type(streamed, events.Error)

@@ -41,7 +41,7 @@ from runtime.engine.log import (
 from runtime.engine.services import Services
 from runtime.engine.view import CHARS_PER_TOKEN, SessionView, estimate, message_tokens
 from runtime.events import CompactionStage, Event, Usage
-from runtime.exceptions import ContextOverflowError, ModelError
+from runtime.exceptions import ContextOverflowError, ModelConfigError, ModelError
 from runtime.models import Model, ModelReply, ModelSettings
 from runtime.models.catalog import ModelCard
 from runtime.models.messages import Message, SystemMessage, UserMessage
@@ -164,7 +164,10 @@ class Summariser:
         if self.budget is None:
             return None
         tokens = sum(message_tokens(message) for message in messages)
-        admitted = await self.budget.admit(self.card, self.model.name, tokens, None)
+        try:
+            admitted = await self.budget.admit(self.card, self.model.name, tokens, None)
+        except ModelConfigError as error:  # a cost limit, and a summariser without a price
+            raise SummaryFailed(str(error)) from error
         if isinstance(admitted, Exhausted):
             raise SummaryFailed(admitted.message())
         return admitted
