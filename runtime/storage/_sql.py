@@ -189,9 +189,6 @@ class Dialect:
     owner_lock: str | None
     """Run first in a memory add, with one `?` naming the owner, so that concurrent adds of
     one owner count the entries one after another (None: the write lock does already)."""
-    grouping_sets: bool = False
-    """Whether `GROUP BY GROUPING SETS` is understood: a grouped usage report then gets its
-    total from the same aggregation (else from a window over the groups)."""
 
 
 # Fixed fragments, the same in both dialects.
@@ -435,38 +432,34 @@ class UsageSql:
             "SUM(input_tokens) + SUM(output_tokens) DESC, k"
         )
         key = q.group_by or ""
-        if d.grouping_sets:
-            return await self._grouped_with_total(parts, values, sums, order, key, q.limit)
-        # The total rides on every row, summed over all the groups (a window over the
-        # grouped rows, before the LIMIT): one pass over the calls, never a second query.
+        # A session's sums are one row per session and day, so its groups are about as many
+        # as the rows: too many to buffer for a window; the range's total is then a plain
+        # second pass over the same rows, when the page is full. Every other group's rows
+        # are finer than the group: a window over the groups totals them in the same pass.
+        window = q.group_by != "session"
+        totals = f", {_GROUP_TOTALS}" if window else ""
         grouped = Statement(
-            f"SELECT k, {sums}, {_GROUP_TOTALS} FROM ({parts}) AS parts GROUP BY k "
-            f"ORDER BY {order} LIMIT ?",
+            f"SELECT k, {sums}{totals} FROM ({parts}) AS parts GROUP BY k ORDER BY {order} LIMIT ?",
             (*values, q.limit),
         )
-        rows = (await self._read(lambda: _only(grouped))).rows
-        found = [
-            _usage_row({key: None if row[0] is None else str(row[0])}, row[1:8]) for row in rows
-        ]
-        if not rows:
-            return found, _usage_row({}, (0, 0, 0, None, 0, 0, 0), turns=6)
-        return found, _usage_row({}, rows[0][8:], turns=5)
+        whole = Statement(f"SELECT {sums} FROM ({parts}) AS parts", tuple(values))
 
-    async def _grouped_with_total(
-        self, parts: str, values: list[object], sums: str, order: str, key: str, limit: int
-    ) -> tuple[list[UsageRow], UsageRow]:
-        """The groups and, first, their total (the `()` grouping set), from one hash
-        aggregation: no window to buffer every group in, and no second pass."""
-        grouped = Statement(
-            f"SELECT k, {sums}, GROUPING(k) FROM ({parts}) AS parts "
-            f"GROUP BY GROUPING SETS ((k), ()) ORDER BY GROUPING(k) DESC, {order} LIMIT ?",
-            (*values, limit + 1),
-        )
-        total, *rows = (await self._read(lambda: _only(grouped))).rows
+        def report() -> Operation[tuple[Result, Row | None]]:
+            groups = yield grouped
+            if window or len(groups.rows) < q.limit:
+                return groups, None
+            return groups, (yield whole).one()
+
+        groups, summed = await self._read(report)
+        rows = groups.rows
         found = [
             _usage_row({key: None if row[0] is None else str(row[0])}, row[1:8]) for row in rows
         ]
-        return found, _usage_row({}, total[1:8], turns=6)
+        if summed is not None:
+            return found, _usage_row({}, summed, turns=6)
+        if window and rows:
+            return found, _usage_row({}, rows[0][8:], turns=5)
+        return found, _summed(rows)  # every group is on the page: the total is their sum
 
     def _usage_parts(
         self,
@@ -560,6 +553,20 @@ def _usage_row(key: dict[str, str | None], sums: Row, turns: int = 5) -> UsageRo
         None if cost is None else float(cost),
         int(sums[4]),
         int(sums[turns]),
+    )
+
+
+def _summed(rows: Sequence[Row]) -> UsageRow:
+    """The total of every group's row (`SELECT key, sums...`)."""
+    costs = [row[4] for row in rows if row[4] is not None]
+    return UsageRow(
+        {},
+        sum(int(row[1]) for row in rows),
+        sum(int(row[2]) for row in rows),
+        sum(int(row[3]) for row in rows),
+        float(sum(costs)) if costs else None,
+        sum(int(row[5]) for row in rows),
+        sum(int(row[7]) for row in rows),
     )
 
 

@@ -312,7 +312,6 @@ POSTGRES = Dialect(
     session_window=None,
     search_window=0,
     owner_lock="SELECT pg_advisory_xact_lock(hashtext(?))",
-    grouping_sets=True,
 )
 PostgresStorage.dialect = POSTGRES
 
