@@ -395,3 +395,105 @@ def test_a_crash_mid_turn_keeps_the_usage_of_the_calls_it_made(
     assert total.model_calls == 1 and total.input_tokens > 0
     assert by_agent[0].key == {"agent": "default"}
     assert total.cost_usd == pytest.approx((total.input_tokens + total.output_tokens) * 2e-6)
+
+
+def team_of_three(miser: dict[str, Any]) -> dict[str, Any]:
+    """A lead with three specialists: `miser` (these `limits`; it delegates to `helper`),
+    `reader` (its own 3,000 tokens) and `free` (no limits); every specialist but miser
+    reads the big document until it is stopped."""
+    files = priced({"maxTurnTokens": 1_000_000}, team=False)
+    files["agents/default/agent.json"] = {"subagents": ["miser", "reader", "free"]}
+    files["agents/miser/AGENT.md"] = "You are specialist miser.\n"
+    files["agents/miser/agent.json"] = {
+        "description": "Delegates the reading.",
+        "subagents": ["helper"],
+        "limits": miser,
+    }
+    for name in ("helper", "reader", "free"):
+        files[f"agents/{name}/AGENT.md"] = f"You are specialist {name}.\n"
+        files[f"agents/{name}/agent.json"] = {
+            "description": f"Reads, as {name}.",
+            "tools": ["load_knowledge"],
+            "maxToolCalls": 6,
+        }
+    files["agents/reader/agent.json"]["limits"] = {"maxTurnTokens": 3_000}
+    return files
+
+
+def lead_and_team(request: RecordedRequest) -> Any:
+    name = who(request)
+    if name == "lead":
+        if not results(request):
+            tasks = [{"subagent": name, "task": "find"} for name in ("miser", "reader", "free")]
+            return tool_call("call_subagent", {"calls": tasks})
+        return reply("the lead's answer")
+    if name == "miser":
+        if not results(request):
+            return tool_call("call_subagent", {"calls": [{"subagent": "helper", "task": "read"}]})
+        return reply("miser's summary")
+    return reading(request)
+
+
+def delegated(streamed: list[Any], run_id: str) -> events.ToolResult:
+    (batch,) = [
+        r
+        for r in of_type(streamed, events.ToolResult)
+        if r.name == "call_subagent" and r.run_id == run_id
+    ]
+    return batch
+
+
+async def test_a_specialists_own_limit_bounds_its_subtree_and_the_root_goes_on(
+    make_repo: Callable[..., Path], harness_for: Callable[..., Any], scripted_model: ScriptedModel
+) -> None:
+    scripted_model.respond(lead_and_team)
+    harness: Harness = await harness_for(make_repo(team_of_three({"maxTurnTokens": 5_000})))
+    streamed = await harness.chat("find it")
+    finished = done(streamed)
+    assert finished.reason == "model_stop" and finished.budget is None
+    runs = {run.agent: run for run in await harness.runs(streamed[0].session_id)}
+    # The reader stopped at its own limit, a failed specialist; the helper, under miser,
+    # at miser's; `free`, unbounded, read on to its last tool call; the lead answered.
+    _, reader, free = delegated(streamed, finished.run_id).result["results"]
+    assert reader["error"].startswith(
+        "budget_exhausted: the next model call would cross reader's own maxTurnTokens"
+    )
+    helper = delegated(streamed, runs["miser"].id).result
+    assert helper["error"].startswith(
+        "budget_exhausted: the next model call would cross miser's own maxTurnTokens"
+    )
+    assert "error" not in free and free.get("partial") is True  # its 6 tool calls, spent
+    # What miser's subtree took stayed under its 5,000 tokens (the check adds every
+    # call's estimate before it is made); the turn, bounded at a million, took more.
+    subtree_runs = {runs["miser"].id, runs["helper"].id}
+    calls = of_type(streamed, events.ModelUsage)
+    subtree = sum(
+        c.usage.input_tokens + c.usage.output_tokens for c in calls if c.run_id in subtree_runs
+    )
+    assert 0 < subtree <= 5_000
+    assert finished.usage.input_tokens + finished.usage.output_tokens > 5_000
+    reader_tokens = sum(
+        c.usage.input_tokens + c.usage.output_tokens for c in calls if c.run_id == runs["reader"].id
+    )
+    assert 0 < reader_tokens <= 3_000
+    assert runs["reader"].status == "error" and runs["helper"].status == "error"
+    assert runs["free"].status == "partial"
+
+
+async def test_the_stricter_of_the_turns_budget_and_a_specialists_own_holds(
+    make_repo: Callable[..., Path], harness_for: Callable[..., Any], scripted_model: ScriptedModel
+) -> None:
+    # Miser's own limit is looser than the turn's: the turn's still bounds it (and ends
+    # the turn at its limit with the lead's last answer).
+    files = team_of_three({"maxTurnTokens": 900_000})
+    files["amodal.json"]["limits"] = {"maxTurnTokens": 6_000}
+    scripted_model.respond(lead_and_team)
+    harness: Harness = await harness_for(make_repo(files))
+    streamed = await harness.chat("find it")
+    runs = {run.agent: run for run in await harness.runs(streamed[0].session_id)}
+    helper = delegated(streamed, runs["miser"].id).result
+    assert helper["error"].startswith(
+        "budget_exhausted: the next model call would cross maxTurnTokens"
+    )
+    finished = done(streamed)
+    assert finished.usage.input_tokens + finished.usage.output_tokens <= 6_000

@@ -14,7 +14,7 @@ from rich.table import Table
 from runtime.api import Runtime, UsageReport
 from runtime.cli._shared import Context
 from runtime.repo.bundle import Bundle
-from runtime.storage import UsageGroup, UsageRow
+from runtime.storage import USAGE_GROUPS, UsageGroup, UsageRow
 
 _AGO = re.compile(r"^(\d{1,5})([dhm])$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
@@ -24,8 +24,8 @@ _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 @click.option("--since", help="From an ISO date or time (UTC unless it says), or an age: 7d, 24h.")
 @click.option(
     "--by",
-    type=click.Choice(["agent", "model", "owner", "scope", "day", "session"]),
-    help="One row per agent, model, owner, scope, UTC day or session.",
+    type=click.Choice(list(USAGE_GROUPS)),
+    help="One row per agent, model, owner, scope, UTC day, session or kind (run, compaction).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print GET /usage's JSON.")
 @click.pass_obj

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -29,10 +29,11 @@ from runtime.events import Usage
 from runtime.exceptions import AmodalError, ModelConfigError
 from runtime.models import ModelReply
 from runtime.models.catalog import DEFAULT_OUTPUT_TOKENS, ModelCard
+from runtime.repo.bundle import Bundle
 from runtime.repo.config import cost_limit, unpriced_message
 from runtime.repo.formats import BudgetLimits, RepoConfig
 from runtime.repo.model_bindings import model_card
-from runtime.storage import Spend, UsageRecord, UsageStorage, utc_now
+from runtime.storage import Spend, UsageKind, UsageRecord, UsageStorage, utc_now
 
 NOTICE_FROM = 0.8
 """From this share of a limit, the root model is told to finish (`_budget`)."""
@@ -50,13 +51,16 @@ class Exhausted:
     limit: str
     value: float
     used: float
+    agent: str | None = None
+    """The specialist whose own limit it is (`SubtreeBudget`); None: the turn's."""
 
     def as_json(self) -> dict[str, Any]:
         return {"limit": self.limit, "value": self.value, "used": round(self.used, 6)}
 
     def message(self) -> str:
+        whose = f"{self.agent}'s own {self.limit}" if self.agent else self.limit
         return (
-            f"budget_exhausted: the next model call would cross {self.limit} "
+            f"budget_exhausted: the next model call would cross {whose} "
             f"({_shown(self.used)} of {_shown(self.value)} used)"
         )
 
@@ -90,6 +94,44 @@ class Spender:
     turn_id: str
     owner: str | None
     scope_id: str
+
+
+class Budget(Protocol):
+    """What a run asks before and after each model call: the turn's budget, or a
+    specialist's own over it (`SubtreeBudget`)."""
+
+    active: bool
+    """Whether any limit is set (the root keeps room for its last answer only then)."""
+
+    @property
+    def turn(self) -> TurnBudget:
+        """The turn's budget, which records every call."""
+        ...
+
+    async def admit(
+        self,
+        card: ModelCard,
+        model: str,
+        input_tokens: int,
+        max_tokens: int | None,
+        *,
+        final: bool = False,
+        keep: int | None = None,
+    ) -> Ticket | Exhausted: ...
+
+    def charge(
+        self,
+        ticket: Ticket,
+        reply: ModelReply,
+        run_id: str,
+        agent: str,
+        card: ModelCard,
+        kind: UsageKind = "run",
+    ) -> Charged: ...
+
+    def release(self, ticket: Ticket) -> None: ...
+
+    def notice(self) -> dict[str, Any] | None: ...
 
 
 class TurnBudget:
@@ -127,6 +169,12 @@ class TurnBudget:
         """The root's last answer, as estimated at its latest call: kept from specialists."""
         self.exhausted: Exhausted | None = None
         """The limit the latest refused call would have crossed."""
+        self.compaction = Usage()
+        """What the turn's summaries took (SPEC 20): calls no run's answer reports."""
+
+    @property
+    def turn(self) -> TurnBudget:
+        return self
 
     async def admit(
         self,
@@ -165,16 +213,13 @@ class TurnBudget:
     def _price(self, card: ModelCard, model: str, input_tokens: int, output: int) -> float:
         if not self._prices:
             return 0.0
-        if card.price is None:
-            name = cost_limit(self.limits) or "a cost limit"
-            raise ModelConfigError(unpriced_message(model, name))
-        return card.price.cost(input_tokens, output)
+        return _estimated_cost(self.limits, card, model, input_tokens, output)
 
     async def _crossed(
         self, ticket: Ticket, final: bool, reserve: Ticket | None
     ) -> Exhausted | None:
         for name, value in self._keys:
-            used = await self._used(name)
+            used = await self.used(name)
             if name == "maxTurnSeconds":
                 if not final and used >= value:
                     return Exhausted(name, value, used)
@@ -193,7 +238,7 @@ class TurnBudget:
         """What the session's earlier turns spent, as its log says (read already: no query)."""
         self._session = spent
 
-    async def _used(self, name: str) -> float:
+    async def used(self, name: str) -> float:
         """What limit `name` has used so far, not counting calls in flight."""
         if name == "maxTurnSeconds":
             return self._clock() - self._started
@@ -212,9 +257,16 @@ class TurnBudget:
         return self._session.cost_usd + self.cost_usd
 
     def charge(
-        self, ticket: Ticket, reply: ModelReply, run_id: str, agent: str, card: ModelCard
+        self,
+        ticket: Ticket,
+        reply: ModelReply,
+        run_id: str,
+        agent: str,
+        card: ModelCard,
+        kind: UsageKind = "run",
     ) -> Charged:
-        """Settle what an admitted call took; the usage record its answer is kept with."""
+        """Settle what an admitted call took; the usage record to keep (a run's answer is
+        appended with it); `kind`: what the call was for."""
         usage, estimated = reply.usage, False
         if not usage.input_tokens and not usage.output_tokens:  # the provider said nothing
             produced = len(reply.text) + sum(
@@ -237,18 +289,25 @@ class TurnBudget:
             usage.cached_tokens,
             cost,
             estimated,
-            *self._firsts(agent, reply.model),
+            *self._firsts(agent, reply.model, kind),
+            kind,
         )
         self.settle(ticket, usage, cost)
+        if kind == "compaction":
+            self.compaction += usage
         return Charged(usage, cost, estimated, record)
 
-    def _firsts(self, agent: str, model: str) -> tuple[bool, bool, bool]:
+    def _firsts(self, agent: str, model: str, kind: UsageKind) -> tuple[bool, bool, bool]:
         """Whether a call is the first of the turn, of its agent, of its model in the turn:
-        what a usage report counts turns by."""
-        turn = not self._seen
-        agent_first = ("agent", agent) not in self._seen
-        model_first = ("model", model) not in self._seen
-        self._seen |= {("turn", ""), ("agent", agent), ("model", model)}
+        what a usage report counts turns by. A summary is never the turn's first: the
+        turn is counted by its runs' calls (a report by kind shows every turn under `run`)."""
+        seen = self._seen
+        turn = kind == "run" and ("turn", "") not in seen
+        agent_first = ("agent", agent) not in seen
+        model_first = ("model", model) not in seen
+        seen |= {("agent", agent), ("model", model)}
+        if turn:
+            seen.add(("turn", ""))
         return turn, agent_first, model_first
 
     def price(self, reply: ModelReply, card: ModelCard, usage: Usage | None = None) -> float | None:
@@ -315,6 +374,134 @@ class TurnBudget:
     def turn_cost(self) -> float | None:
         """The turn's cost in USD; None when no call of it had a known price."""
         return round(self.cost_usd, 8) if self.priced or self.cost_usd else None
+
+
+class SubtreeBudget:
+    """A specialist's own `limits` (its agent.json, SPEC 22) over its run and every run it
+    delegates to, on top of the budget it runs under (the turn's, or its parent
+    specialist's): a call must fit both, so the stricter holds. Its turn limits count what
+    the subtree spent since the specialist started (its seconds, since then); its session
+    and daily limits, what the session and the owner's day spent as the turn's budget sees
+    them. A call it refuses fails the specialist (`budget_exhausted`); the turn goes on."""
+
+    active = True
+
+    def __init__(
+        self,
+        parent: Budget,
+        limits: BudgetLimits,
+        agent: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.parent = parent
+        self.limits = limits
+        self.agent = agent
+        self._keys = [(name, value) for name, value in _limit_values(limits) if value is not None]
+        self._clock = clock
+        self._started = clock()
+        self.tokens = 0
+        self.cost_usd = 0.0
+        self._held: dict[int, tuple[int, float]] = {}  # id(ticket): its estimate, as priced here
+        self._lock = anyio.Lock(fast_acquire=True)
+
+    @staticmethod
+    def over(parent: Budget, limits: BudgetLimits | None, agent: str) -> Budget:
+        """`parent`, bounded by `agent`'s own limits when it sets any."""
+        if limits is None or all(value is None for _, value in _limit_values(limits)):
+            return parent
+        return SubtreeBudget(parent, limits, agent)
+
+    @property
+    def turn(self) -> TurnBudget:
+        return self.parent.turn
+
+    async def admit(
+        self,
+        card: ModelCard,
+        model: str,
+        input_tokens: int,
+        max_tokens: int | None,
+        *,
+        final: bool = False,
+        keep: int | None = None,
+    ) -> Ticket | Exhausted:
+        """The parent's admission, then this subtree's own limits (the parent's hold is given
+        back when they refuse)."""
+        ticket = await self.parent.admit(
+            card, model, input_tokens, max_tokens, final=final, keep=keep
+        )
+        if isinstance(ticket, Exhausted):
+            return ticket
+        output = ticket.tokens - ticket.input_tokens
+        cost = _estimated_cost(self.limits, card, model, input_tokens, output)
+        async with self._lock:
+            refused = await self._crossed(ticket.tokens, cost)
+            if refused is None:
+                self._held[id(ticket)] = (ticket.tokens, cost)
+                return ticket
+        self.parent.release(ticket)
+        return refused
+
+    async def _crossed(self, tokens: int, cost: float) -> Exhausted | None:
+        held_tokens = sum(held for held, _ in self._held.values()) + tokens
+        held_cost = sum(held for _, held in self._held.values()) + cost
+        for name, value in self._keys:
+            if name == "maxTurnSeconds":
+                used = self._clock() - self._started
+                if used >= value:
+                    return Exhausted(name, value, used, self.agent)
+                continue
+            money = name.endswith("CostUsd") or name == "maxDailyCostUsdPerOwner"
+            if name.startswith("maxTurn"):  # this subtree's own spend
+                used = self.cost_usd if money else self.tokens
+            else:  # the session's, the owner's day: as the turn counts them
+                used = await self.turn.used(name)
+            if used + (held_cost if money else held_tokens) > value:
+                return Exhausted(name, value, used, self.agent)
+        return None
+
+    def charge(
+        self,
+        ticket: Ticket,
+        reply: ModelReply,
+        run_id: str,
+        agent: str,
+        card: ModelCard,
+        kind: UsageKind = "run",
+    ) -> Charged:
+        charged = self.parent.charge(ticket, reply, run_id, agent, card, kind)
+        self._held.pop(id(ticket), None)
+        self.tokens += charged.usage.input_tokens + charged.usage.output_tokens
+        self.cost_usd += charged.cost_usd or 0.0
+        return charged
+
+    def release(self, ticket: Ticket) -> None:
+        self.parent.release(ticket)
+        self._held.pop(id(ticket), None)
+
+    def notice(self) -> dict[str, Any] | None:
+        return None  # only the root model is told to finish (a specialist just ends)
+
+
+def _estimated_cost(
+    limits: BudgetLimits, card: ModelCard, model: str, input_tokens: int, output: int
+) -> float:
+    """What a call would cost, when `limits` has a limit in dollars (else 0: not counted)."""
+    name = cost_limit(limits)
+    if name is None:
+        return 0.0
+    if card.price is None:
+        raise ModelConfigError(unpriced_message(model, name))
+    return card.price.cost(input_tokens, output)
+
+
+def turn_budget(bundle: Bundle, agent: str, storage: UsageStorage, caller: Spender) -> TurnBudget:
+    """The budget of a turn rooted on `agent`: amodal.json's limits, field by field under
+    the agent's own."""
+    root = bundle.agents.get(agent)
+    limits = bundle.config.limits.over(root.limits if root is not None else None)
+    return TurnBudget(limits, bundle.config, storage, caller)
 
 
 def _limit_values(limits: BudgetLimits) -> list[tuple[str, float | None]]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from runtime.engine.budget import Spender, turn_budget
 from runtime.engine.compaction import compactor_for
 from runtime.engine.leases import LeaseKeeper, recover
 from runtime.engine.log import (
@@ -51,6 +52,7 @@ from runtime.storage import (
     JSONObject,
     QueuedTurn,
     SessionRecord,
+    Spend,
     StoredEvent,
     utc_now,
 )
@@ -367,7 +369,11 @@ class ChatService:
             view.add(logged)
             return wire_events(logged)
 
-        compactor = compactor_for(services, bundle, view, last.run_id, last.agent, record)
+        # Spent like a turn of its own, against the session's limits (SPEC 22).
+        spender = Spender(session.id, last.run_id, session.owner, session.scope_id)
+        budget = turn_budget(bundle, last.agent, services.storage, spender)
+        budget.session_before(Spend(view.spent_tokens, view.spent_usd))
+        compactor = compactor_for(services, bundle, view, last.run_id, last.agent, record, budget)
         base = estimate(view.prompt.text) if view.prompt is not None else 0
         return await compactor.compact(base, focus=focus, summary=True)
 

@@ -24,10 +24,11 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import anyio
 
+from runtime.engine.budget import Charged, Exhausted, Ticket, TurnBudget
 from runtime.engine.log import (
     AnswerEntry,
     CompactionEntry,
@@ -38,9 +39,9 @@ from runtime.engine.log import (
     UserEntry,
 )
 from runtime.engine.services import Services
-from runtime.engine.view import CHARS_PER_TOKEN, SessionView, estimate
-from runtime.events import CompactionStage, Event
-from runtime.exceptions import ContextOverflowError, ModelError
+from runtime.engine.view import CHARS_PER_TOKEN, SessionView, estimate, message_tokens
+from runtime.events import CompactionStage, Event, Usage
+from runtime.exceptions import ContextOverflowError, ModelConfigError, ModelError
 from runtime.models import Model, ModelReply, ModelSettings
 from runtime.models.catalog import ModelCard
 from runtime.models.messages import Message, SystemMessage, UserMessage
@@ -86,7 +87,10 @@ Record = Callable[[CompactionEntry], Awaitable[list[Event]]]
 
 @dataclass(frozen=True, slots=True)
 class Summariser:
-    """The model that writes summaries, and what it needs to report its calls."""
+    """The model that writes summaries, and what it needs to report its calls. With a
+    `budget`, each call is admitted like any other call of the turn (one that would cross
+    a limit is not made: the summary fails, the turn goes on) and recorded as usage of
+    kind `compaction`; `spent` keeps what the calls took."""
 
     model: Model
     card: ModelCard
@@ -94,6 +98,8 @@ class Summariser:
     session_id: str
     run_id: str
     agent: str
+    budget: TurnBudget | None = None
+    spent: list[Charged] = field(default_factory=list)
 
     async def summarise(self, previous: str, items: list[Logged], focus: str | None = None) -> str:
         """A record of `previous` (an earlier summary) and `items`, chunk by chunk so no call
@@ -117,6 +123,7 @@ class Summariser:
             SystemMessage(prompt),
             UserMessage.of(f"{body}The conversation to record:\n\n{chunk}"),
         ]
+        ticket = await self._admit(messages)
         started = ModelCallStarted(
             self.session_id,
             self.run_id,
@@ -131,13 +138,48 @@ class Summariser:
         ended = ModelCallEnded(0.0, error="the summary failed")
         try:
             reply = await self._reply(messages)
-            ended = ModelCallEnded(0.0, reply.model, reply.usage, reply.finish_reason, reply.text)
+            usage, cost = reply.usage, None
+            if self.budget is not None and ticket is not None:
+                charged = self.budget.charge(
+                    ticket, reply, self.run_id, self.agent, self.card, "compaction"
+                )
+                ticket = None
+                with anyio.CancelScope(shield=True):  # kept at once: no log entry carries it
+                    await self.budget.storage.record_usage(charged.record)
+                self.spent.append(charged)
+                usage, cost = charged.usage, charged.cost_usd
+            ended = ModelCallEnded(
+                0.0, reply.model, usage, reply.finish_reason, reply.text, cost_usd=cost
+            )
         finally:
+            if self.budget is not None and ticket is not None:
+                self.budget.release(ticket)
             elapsed = time.monotonic() - clock
             self.observers.notify("model_call_ended", started, replace(ended, duration_s=elapsed))
         if not reply.text.strip():
             raise SummaryFailed("the summariser answered nothing")
         return reply.text.strip()
+
+    async def _admit(self, messages: list[Message]) -> Ticket | None:
+        """The budget's leave for one call; `SummaryFailed` when it would cross a limit."""
+        if self.budget is None:
+            return None
+        tokens = sum(message_tokens(message) for message in messages)
+        try:
+            admitted = await self.budget.admit(self.card, self.model.name, tokens, None)
+        except ModelConfigError as error:  # a cost limit, and a summariser without a price
+            raise SummaryFailed(str(error)) from error
+        if isinstance(admitted, Exhausted):
+            raise SummaryFailed(admitted.message())
+        return admitted
+
+    @property
+    def usage(self) -> tuple[Usage, float | None]:
+        """What the calls so far took, and cost (None: no call with a known price)."""
+        usage, costs = Usage(), [c.cost_usd for c in self.spent if c.cost_usd is not None]
+        for charged in self.spent:
+            usage += charged.usage
+        return usage, (sum(costs) if costs else None)
 
     async def _reply(self, messages: list[Message]) -> ModelReply:
         try:
@@ -190,14 +232,16 @@ class Compactor:
         masked = before - sum(view.cost(i) - view.cost(i, cut - 1) for i in newly)
         if newly and not summary and masked < target:
             return await self._written("mask", cut - 1, before, masked, len(newly))
+        summariser = await self.summariser()
         try:
-            written = await (await self.summariser()).summarise(
+            written = await summariser.summarise(
                 view.summary.summary if view.summary else "", older, focus
             )
         except SummaryFailed:
             # Never the turn's end: stage one's view, when it shortens anything.
             if newly:
-                return await self._written("mask", cut - 1, before, masked, len(newly))
+                spent = summariser.usage
+                return await self._written("mask", cut - 1, before, masked, len(newly), spent=spent)
             return []
         dropped = sum(view.cost(item) for item in older)
         if view.summary is not None:
@@ -205,7 +249,9 @@ class Compactor:
         after = before - dropped + estimate(written)
         if after >= before:
             return []
-        return await self._written("summary", cut - 1, before, after, len(older), written, focus)
+        return await self._written(
+            "summary", cut - 1, before, after, len(older), written, focus, summariser.usage
+        )
 
     async def _written(
         self,
@@ -216,8 +262,9 @@ class Compactor:
         covered: int,
         summary: str = "",
         focus: str | None = None,
+        spent: tuple[Usage, float | None] = (Usage(), None),
     ) -> list[Event]:
-        entry = CompactionEntry(stage, through, before, after, covered, summary, focus)
+        entry = CompactionEntry(stage, through, before, after, covered, summary, focus, *spent)
         events = await self.record(entry)
         self.observers.notify("compacted", Compacted(self.view.session_id, stage, before, after))
         return events
@@ -230,16 +277,17 @@ def compactor_for(
     run_id: str,
     agent: str,
     record: Record,
+    budget: TurnBudget | None = None,
 ) -> Compactor:
     """The compactor of a session rooted on `agent`, its summaries reported as calls of
-    `run_id` (the turn's root run)."""
+    `run_id` (the turn's root run) and spent on `budget` (the turn's)."""
     settings = bundle.compaction(bundle.agents.get(agent))
     tier = settings.model if settings is not None else "simple"
 
     async def summariser() -> Summariser:
         model = await services.models.model(bundle, tier)
         card = model_card(bundle.config, model.name)
-        return Summariser(model, card, services.observers, view.session_id, run_id, agent)
+        return Summariser(model, card, services.observers, view.session_id, run_id, agent, budget)
 
     return Compactor(view, settings, summariser, record, services.observers)
 

@@ -548,6 +548,9 @@ class CompactionEntry:
     covered: int
     summary: str = ""
     focus: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    """What the summariser's calls took (SPEC 22): the session's spend counts it."""
+    cost_usd: float | None = None
 
     def data(self) -> JSONObject:
         body: JSONObject = {
@@ -561,6 +564,10 @@ class CompactionEntry:
             body["summary"] = self.summary
         if self.focus is not None:
             body["focus"] = self.focus
+        if self.usage != Usage():
+            body["usage"] = self.usage.as_json()
+        if self.cost_usd is not None:
+            body["cost_usd"] = self.cost_usd
         return body
 
     @classmethod
@@ -573,6 +580,8 @@ class CompactionEntry:
             data["covered"],
             data.get("summary", ""),
             data.get("focus"),
+            Usage.from_json(data.get("usage")),
+            data.get("cost_usd"),
         )
 
     def events(self, at: Logged) -> list[Event]:

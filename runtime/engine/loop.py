@@ -24,11 +24,11 @@ from typing import Any, Protocol
 import anyio
 
 from runtime.engine.budget import (
+    Budget,
     BudgetExhaustedError,
     Charged,
     Exhausted,
     Ticket,
-    TurnBudget,
     spent_message,
     with_spend_notice,
 )
@@ -95,9 +95,9 @@ class RunSpec:
     """The identical call (same tool, same arguments) this many times in one run is refused."""
     nested: EventSink | None = None  # the root run streams its specialists' events from here
     observers: Observers = NO_OBSERVERS
-    budget: TurnBudget | None = None
-    """The turn's spend, shared by every run of its tree (SPEC 22); None: unbounded, and
-    no usage recorded."""
+    budget: Budget | None = None
+    """The turn's spend, shared by every run of its tree (SPEC 22), or a specialist's own
+    budget over it; None: unbounded, and no usage recorded."""
     root: bool = False
     """The run that roots the turn: told of its budget, and answers when it is spent."""
 

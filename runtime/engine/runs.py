@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from runtime import events
-from runtime.engine.budget import TurnBudget
+from runtime.engine.budget import Budget, SubtreeBudget, TurnBudget
 from runtime.engine.log import (
     ProposalEntry,
     Recorder,
@@ -161,6 +161,9 @@ class TurnScope:
     """The turn's token, cost and time budget, shared by every run of the tree (SPEC 22)."""
     budget: DelegationBudget = field(init=False)
     servers: McpSnapshot = field(init=False)
+    _spends: dict[str, Budget] = field(init=False, default_factory=dict)
+    """The budget of each specialist run still running: what its own specialists spend
+    under (its own limits, when it has any, over the turn's)."""
 
     def __post_init__(self) -> None:
         self.budget = DelegationBudget.for_bundle(self.bundle)
@@ -251,6 +254,9 @@ class TurnScope:
         record = AgentRunRecord(
             run_id, self.session_id, parent_run_id, depth, name, label, utc_now()
         )
+        spend = self._spends.get(parent_run_id, self.spend)
+        if spend is not None:
+            spend = self._spends[run_id] = SubtreeBudget.over(spend, agent.limits, name)
 
         async def prepare() -> RunSpec:
             surface = self.resolve(name, caller)
@@ -282,7 +288,7 @@ class TurnScope:
                 result_limit=bundle.config.limits.max_tool_result_chars,
                 repeat_limit=bundle.config.limits.repeated_call_limit,
                 observers=self.services.observers,
-                budget=self.spend,
+                budget=spend,
             )
 
         self.recorder.stream_run(run_id)  # its events reach the client through the sink
@@ -298,6 +304,7 @@ class TurnScope:
                 if isinstance(item, RunResult):
                     result = item  # its events were streamed as they were logged
         finally:
+            self._spends.pop(run_id, None)
             with anyio.CancelScope(shield=True):
                 await self._end_specialist(started, result, time.monotonic() - clock)
         if result.error is not None:

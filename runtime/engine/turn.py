@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from runtime import events
-from runtime.engine.budget import Spender, TurnBudget
+from runtime.engine.budget import Spender, turn_budget
 from runtime.engine.compaction import Compactor, SessionConversation, compactor_for
 from runtime.engine.leases import INTERRUPTED_RUN, TurnLease, recover
 from runtime.engine.log import (
@@ -115,10 +115,9 @@ class Turn:
         sink = EventSink()
         self._view = services.views.get(session.id)
         self._log = SessionLog(services.storage, session.id, bundle.version, sink, self._view.add)
-        root = bundle.agents.get(rooting.agent)
-        self.spend = TurnBudget(
-            bundle.config.limits.over(root.limits if root is not None else None),
-            bundle.config,
+        self.spend = turn_budget(
+            bundle,
+            rooting.agent,
             services.storage,
             Spender(session.id, self.run_id, session.owner, session.scope_id),
         )
@@ -141,6 +140,11 @@ class Turn:
     @property
     def session_id(self) -> str:
         return self.session.id
+
+    @property
+    def spent(self) -> Usage:
+        """What the whole turn took: its runs' calls and its summaries' (SPEC 20, 22)."""
+        return self.usage + self.spend.compaction
 
     @property
     def agent(self) -> str:
@@ -190,7 +194,7 @@ class Turn:
                 "turn_ended",
                 started,
                 TurnEnded(
-                    reason, self.usage, time.monotonic() - clock, error, self.spend.turn_cost
+                    reason, self.spent, time.monotonic() - clock, error, self.spend.turn_cost
                 ),
             )
         with anyio.CancelScope(shield=True):
@@ -210,7 +214,7 @@ class Turn:
         limit = (
             spend.exhausted.as_json() if spend.exhausted and reason == "budget_exhausted" else None
         )
-        done = await self._logged(DoneEntry(reason, self.usage, spend.turn_cost, limit))
+        done = await self._logged(DoneEntry(reason, self.spent, spend.turn_cost, limit))
         await self.lease.release()
         self._scope.sink.close()
         return done
@@ -468,7 +472,9 @@ class Turn:
             return await self._logged(entry)
 
         view, bundle = self._view, self.bundle
-        return compactor_for(self.services, bundle, view, self.run_id, self.agent, record)
+        return compactor_for(
+            self.services, bundle, view, self.run_id, self.agent, record, self.spend
+        )
 
     async def _close_interrupted(self) -> None:
         """Give every call left without a result an `interrupted` one (a cancelled turn)."""

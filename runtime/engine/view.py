@@ -103,7 +103,8 @@ class SessionView:
             return  # seen already (a turn's own entry read back by a later catch-up)
         self.seq = logged.seq
         entry = logged.entry
-        if isinstance(entry, AnswerEntry):  # every run's: a session's budget counts them all
+        if isinstance(entry, AnswerEntry | CompactionEntry):  # every run's and every summary's:
+            # a session's budget counts them all
             self.spent_tokens += entry.usage.input_tokens + entry.usage.output_tokens
             self.spent_usd += entry.cost_usd or 0.0
         if isinstance(entry, TurnEntry):

@@ -107,7 +107,8 @@ class AgentDefinition:
     memory_config: MemoryConfig | None = None
     """Its own `memory`, or None for amodal.json's (`Bundle.memory` says which applies)."""
     limits: BudgetLimits | None = None
-    """Its own budgets (SPEC 22), or None for amodal.json's."""
+    """Its own budgets (SPEC 22), or None for amodal.json's: over amodal.json's for a turn
+    it roots; as a specialist, on top of the turn's for its subtree."""
     limits_origin: Origin = Origin("")
     """Where `limits` was written."""
 

@@ -550,7 +550,8 @@ class AgentConfig(Strict):
     memory: MemoryConfig | None = None
     """None: amodal.json's `memory`."""
     limits: BudgetLimits | None = None
-    """The budgets of a turn this agent roots (SPEC 22), field by field over amodal.json's."""
+    """The budgets of a turn this agent roots (SPEC 22), field by field over amodal.json's;
+    as a specialist, they bound its own subtree besides the turn's (the stricter holds)."""
     max_depth: int | None = Field(default=None, ge=1, le=5)
     timeout: int | None = Field(default=None, ge=5, le=600)
     target_output_min: int | None = Field(default=None, ge=50, le=4000)

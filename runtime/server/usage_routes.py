@@ -1,6 +1,6 @@
 """`/usage`: what model calls spent (SPEC 22; docs/budgets.md).
 
-- `GET /usage?since=ISO&until=ISO&group_by=agent|model|owner|scope|day|session&limit=`:
+- `GET /usage?since=ISO&until=ISO&group_by=agent|model|owner|scope|day|session|kind&limit=`:
   `{"rows": [{<key>, "input_tokens", "output_tokens", "cached_tokens", "cost_usd",
   "model_calls", "turns"}], "total": {...}}`. An end user sees only their own calls (their
   scope and `sub`); the operator sees every caller's. Rows by `day` come in time order,

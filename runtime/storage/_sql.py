@@ -63,6 +63,7 @@ from runtime.storage.records import (
     AUTOMATION_RUN_STATUSES,
     RUN_STATUSES,
     USAGE_GROUPS,
+    USAGE_KINDS,
     AgentRunRecord,
     AlertClaim,
     AutomationRunRecord,
@@ -218,7 +219,7 @@ def _dump_deliveries(deliveries: Sequence[JSONObject]) -> str:
 _USAGE_COLUMNS = (
     "session_id, turn_id, run_id, agent, model, owner, scope_id, at, day, "
     "input_tokens, output_tokens, cached_tokens, cost_usd, estimated, "
-    "turn_first, agent_first, model_first"
+    "turn_first, agent_first, model_first, kind"
 )
 _GROUP_COLUMNS = {
     "agent": "agent",
@@ -227,6 +228,7 @@ _GROUP_COLUMNS = {
     "scope": "scope_id",
     "day": "day",
     "session": "session_id",
+    "kind": "kind",
 }
 _TURNS = {"agent": "agent_first", "model": "model_first"}
 """What counts a group's turns: the first call of its agent (model) in each turn; for the
@@ -241,10 +243,20 @@ def _sums(turns: str) -> str:
     )
 
 
+_GROUP_TOTALS = (
+    ", ".join(
+        f"SUM(SUM({name})) OVER ()"
+        for name in ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "calls")
+    )
+    + ", SUM(SUM(turn_first)) OVER ()"
+)
+"""A grouped report's total, on every row: its sums over every group (`turns` is each
+turn's first call, as in the total)."""
+
 MAX_USAGE_ROWS = 10_000
 _DAY_COLUMNS = (
     "day, agent, model, owner_key, owner, scope_id, input_tokens, output_tokens, "
-    "cached_tokens, cost_usd, calls, turn_first, agent_first, model_first"
+    "cached_tokens, cost_usd, calls, turn_first, agent_first, model_first, kind"
 )
 _SESSION_DAY_COLUMNS = (
     "session_id, day, owner, scope_id, input_tokens, output_tokens, cached_tokens, cost_usd, "
@@ -261,7 +273,7 @@ _DAY_SUMS = (
 )
 
 # The statements `record_usage` runs for every model call, built once.
-_INSERT_USAGE = f"INSERT INTO usage_records ({_USAGE_COLUMNS}) VALUES ({_marks(17)})"
+_INSERT_USAGE = f"INSERT INTO usage_records ({_USAGE_COLUMNS}) VALUES ({_marks(18)})"
 _ADD_OWNER_DAY = (
     "INSERT INTO usage_owner_days (owner_key, day, tokens, cost_usd) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (owner_key, day) DO UPDATE SET "
@@ -269,8 +281,8 @@ _ADD_OWNER_DAY = (
     "cost_usd = usage_owner_days.cost_usd + excluded.cost_usd"
 )
 _ADD_USAGE_DAY = (
-    f"INSERT INTO usage_days ({_DAY_COLUMNS}) VALUES ({_marks(14)}) "
-    "ON CONFLICT (day, agent, model, owner_key, scope_id) DO UPDATE SET "
+    f"INSERT INTO usage_days ({_DAY_COLUMNS}) VALUES ({_marks(15)}) "
+    "ON CONFLICT (day, agent, model, owner_key, scope_id, kind) DO UPDATE SET "
     + ", ".join(f"{name} = usage_days.{name} + excluded.{name}" for name in _DAY_SUMS)
     + ", cost_usd = CASE WHEN usage_days.cost_usd IS NULL AND excluded.cost_usd IS NULL "
     "THEN NULL ELSE COALESCE(usage_days.cost_usd, 0) + COALESCE(excluded.cost_usd, 0) END"
@@ -309,6 +321,8 @@ class UsageSql:
             raise ValueError(
                 f"usage cost_usd must be a finite number of 0 or more, got {r.cost_usd}"
             )
+        if r.kind not in USAGE_KINDS:
+            raise ValueError(f"usage kind must be one of {', '.join(USAGE_KINDS)}, got {r.kind!r}")
         at = r.at.astimezone(UTC) if r.at.tzinfo is not None else r.at
         row = (
             r.session_id,
@@ -328,6 +342,7 @@ class UsageSql:
             int(r.turn_first),
             int(r.agent_first),
             int(r.model_first),
+            r.kind,
         )
         insert = Statement(_INSERT_USAGE, row)
         owner_key = _owner_key(r.owner)
@@ -350,6 +365,7 @@ class UsageSql:
                 int(r.turn_first),
                 int(r.agent_first),
                 int(r.model_first),
+                r.kind,
             ),
         )
 
@@ -427,19 +443,35 @@ class UsageSql:
             else "SUM(cost_usd) IS NULL, SUM(cost_usd) DESC, "
             "SUM(input_tokens) + SUM(output_tokens) DESC, k"
         )
+        key = q.group_by or ""
+        # A session's sums are one row per session and day, so its groups are about as many
+        # as the rows: too many to buffer for a window; the range's total is then a plain
+        # second pass over the same rows, when the page is full. Every other group's rows
+        # are finer than the group: a window over the groups totals them in the same pass.
+        window = q.group_by != "session"
+        totals = f", {_GROUP_TOTALS}" if window else ""
         grouped = Statement(
-            f"SELECT k, {sums} FROM ({parts}) AS parts GROUP BY k ORDER BY {order} LIMIT ?",
+            f"SELECT k, {sums}{totals} FROM ({parts}) AS parts GROUP BY k ORDER BY {order} LIMIT ?",
             (*values, q.limit),
         )
-        rows = (await self._read(lambda: _only(grouped))).rows
-        key = q.group_by or ""
+        whole = Statement(f"SELECT {sums} FROM ({parts}) AS parts", tuple(values))
+
+        def report() -> Operation[tuple[Result, Row | None]]:
+            groups = yield grouped
+            if window or len(groups.rows) < q.limit:
+                return groups, None
+            return groups, (yield whole).one()
+
+        groups, summed = await self._read(report)
+        rows = groups.rows
         found = [
-            _usage_row({key: None if row[0] is None else str(row[0])}, row[1:]) for row in rows
+            _usage_row({key: None if row[0] is None else str(row[0])}, row[1:8]) for row in rows
         ]
-        if len(rows) < q.limit:  # every group is here: the total is their sum
-            return found, _summed(rows)
-        _, everything = await self.usage_report(dataclasses.replace(q, group_by=None))
-        return found, everything
+        if summed is not None:
+            return found, _usage_row({}, summed, turns=6)
+        if window and rows:
+            return found, _usage_row({}, rows[0][8:], turns=5)
+        return found, _summed(rows)  # every group is on the page: the total is their sum
 
     def _usage_parts(
         self,

@@ -399,6 +399,40 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
             WHERE delivery_expires_at IS NOT NULL;
         """,
     ),
+    Migration(
+        "m014_usage_kind",
+        # What each call was for (`run`: a run's step; `compaction`: a summary, SPEC 20), so a
+        # report can show what compaction spent. The daily sums are kept per kind too: their
+        # key gains it, which in SQLite means building the table again.
+        """
+        ALTER TABLE usage_records ADD COLUMN kind TEXT NOT NULL DEFAULT 'run';
+        CREATE TABLE usage_days_by_kind (
+            day TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL,
+            owner_key TEXT NOT NULL,
+            owner TEXT,
+            scope_id TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL,
+            cost_usd REAL,
+            calls INTEGER NOT NULL,
+            turn_first INTEGER NOT NULL,
+            agent_first INTEGER NOT NULL,
+            model_first INTEGER NOT NULL,
+            kind TEXT NOT NULL DEFAULT 'run',
+            PRIMARY KEY (day, agent, model, owner_key, scope_id, kind)
+        );
+        INSERT INTO usage_days_by_kind
+            SELECT day, agent, model, owner_key, owner, scope_id, input_tokens, output_tokens,
+                   cached_tokens, cost_usd, calls, turn_first, agent_first, model_first, 'run'
+            FROM usage_days;
+        DROP TABLE usage_days;
+        ALTER TABLE usage_days_by_kind RENAME TO usage_days;
+        CREATE INDEX usage_days_by_scope_owner ON usage_days (scope_id, owner_key, day);
+        """,
+    ),
 )
 """SQLite's schema history. Append only (see the module docstring)."""
 
@@ -693,6 +727,15 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE automation_runs ADD COLUMN delivery_expires_at TIMESTAMPTZ;
         CREATE INDEX automation_runs_delivering ON automation_runs (delivery_expires_at)
             WHERE delivery_expires_at IS NOT NULL;
+        """,
+    ),
+    Migration(
+        "m014_usage_kind",
+        """
+        ALTER TABLE usage_records ADD COLUMN kind TEXT NOT NULL DEFAULT 'run';
+        ALTER TABLE usage_days ADD COLUMN kind TEXT NOT NULL DEFAULT 'run';
+        ALTER TABLE usage_days DROP CONSTRAINT usage_days_pkey;
+        ALTER TABLE usage_days ADD PRIMARY KEY (day, agent, model, owner_key, scope_id, kind);
         """,
     ),
 )

@@ -265,8 +265,20 @@ class SessionMatch:
     snippet: str
 
 
-UsageGroup = Literal["agent", "model", "owner", "scope", "day", "session"]
-USAGE_GROUPS: tuple[UsageGroup, ...] = ("agent", "model", "owner", "scope", "day", "session")
+UsageGroup = Literal["agent", "model", "owner", "scope", "day", "session", "kind"]
+USAGE_GROUPS: tuple[UsageGroup, ...] = (
+    "agent",
+    "model",
+    "owner",
+    "scope",
+    "day",
+    "session",
+    "kind",
+)
+UsageKind = Literal["run", "compaction"]
+"""What a model call was for: a run's own step (`run`), or a summary compaction asked for
+(`compaction`, SPEC 20), which is spent on the turn's budget like any other call."""
+USAGE_KINDS: tuple[UsageKind, ...] = ("run", "compaction")
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +289,8 @@ class UsageRecord:
     are the session's; `cost_usd` is None when the model's price is unknown;
     `estimated` when the provider reported no usage and the runtime counted it.
     `turn_first`, `agent_first`, `model_first`: the first call of its turn, of its agent in
-    the turn, of its model in the turn (what a report counts turns by).
+    the turn, of its model in the turn (what a report counts turns by). `kind`: what the
+    call was for (`UsageKind`).
     """
 
     session_id: str
@@ -296,6 +309,7 @@ class UsageRecord:
     turn_first: bool = False
     agent_first: bool = False
     model_first: bool = False
+    kind: UsageKind = "run"
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,21 @@ async def test_a_report_groups_filters_by_time_and_counts_turns(storage: Storage
     # A report cut at `limit` still totals every call.
     (top,), cut = await storage.usage_report(UsageQuery(group_by="agent", limit=1))
     assert top.key == {"agent": "researcher"} and cut.model_calls == 4 and cut.turns == 2
+    # By session (one row per session and day: its total is a second pass) the same.
+    sessions, whole = await storage.usage_report(UsageQuery(group_by="session"))
+    assert [r.key["session"] for r in sessions] == ["s1"] and whole == by_model
+    await storage.record_usage(call(session_id="s2", turn_id="turn-3", cost_usd=0.5, **firsts))
+    (costliest,), cut = await storage.usage_report(UsageQuery(group_by="session", limit=1))
+    assert costliest.key == {"session": "s2"} and costliest.cost_usd == pytest.approx(0.5)
+    assert cut.model_calls == 5 and cut.turns == 3 and cut.cost_usd == pytest.approx(0.55)
+    # And by kind: every call so far was a run's; a summary is its own row, never a turn.
+    await storage.record_usage(call(kind="compaction", cost_usd=0.25))
+    kinds, everything = await storage.usage_report(UsageQuery(group_by="kind"))
+    assert [(r.key["kind"], r.model_calls, r.turns) for r in kinds] == [
+        ("run", 5, 3),
+        ("compaction", 1, 0),
+    ]
+    assert everything.model_calls == 6 and everything.cost_usd == pytest.approx(0.8)
 
 
 async def test_an_end_users_report_is_their_own(storage: Storage) -> None:
@@ -153,6 +168,7 @@ async def test_bad_usage_is_refused_before_anything_is_written(storage: Storage)
         call(cost_usd=math.nan),
         call(cost_usd=math.inf),
         call(at=datetime(2025, 1, 2)),
+        call(kind="tool"),  # type: ignore[arg-type]
     ):
         with pytest.raises(ValueError):
             await storage.record_usage(bad)
