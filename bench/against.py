@@ -3,8 +3,9 @@
 Measures, for both trees, interleaved round by round so drift on a shared machine falls
 on both:
 
-- CLI start-up: `python -c pass` (the floor), `amodal --help`, `amodal validate` on the
-  example repo and on the large generated repo of `bench.load`;
+- CLI start-up: `python -c pass` (the floor), importing click, PyYAML and pydantic (the
+  floor of `validate`), `amodal --help`, `amodal validate` on the example repo and on
+  the large generated repo of `bench.load`;
 - (d) cold load of the large repo: the first `load_repo` in a fresh process (imports
   done), and later loads in that process;
 - (e) reload after a one-file edit of the large repo: `LiveBundle.reload()` right after
@@ -55,6 +56,7 @@ EXAMPLE_FILES = (
     "evals",
 )  # fmt: skip
 CLI = "import sys; from runtime.cli import main; main(sys.argv[1:], prog_name='amodal')"
+_FLOOR = "import click, yaml, pydantic.main, pydantic.plugin._loader"
 NO_MEMO = "import os; os.environ['AMODAL_NO_CACHE'] = '1'; "
 """Turns off the memo of passed checks (runtime/repo/_checks.py) for one process: the
 rows marked "no memo" are what a first run after a change of every file costs."""
@@ -146,6 +148,9 @@ def _commands(example: Path, big: Path) -> dict[str, list[str]]:
     python = sys.executable
     return {
         "python -c pass (floor)": [python, "-c", "pass"],
+        # What validate cannot do without: its CLI, parser and formats' libraries (and the
+        # package metadata pydantic reads for its plugins). The same in both trees.
+        "floor: click, yaml, pydantic imported": [python, "-c", _FLOOR],
         "amodal --help": [python, "-c", CLI, "--help"],
         "amodal validate (example repo)": [python, "-c", CLI, "--repo", str(example), "validate"],
         "amodal validate (example, no memo)": [
@@ -202,12 +207,16 @@ def measure(other: Path, rounds: int, work: Path) -> dict[str, Any]:
                 results[name].setdefault("(e) reload after a one-file edit", Samples()).add(
                     cpu, wall
                 )
-            cold = [sys.executable, "-c", NO_MEMO + WORKER, str(big), str(edited), "0", "0"]
+            cold = [sys.executable, "-c", NO_MEMO + WORKER, str(big), str(edited), "3", "0"]
             _, _, out = _run(cold, envs[name], work)
             found = json.loads(out.strip().splitlines()[-1])
+            # The first load without the memo imports Jinja2 and jsonschema in this tree
+            # (the other imported them with the loader): the later loads compare the work.
             results[name].setdefault("(d) first load_repo, no memo", Samples()).add(
                 *found["first_load"]
             )
+            for cpu, wall in found["later_loads"]:
+                results[name].setdefault("(d) later load_repo, no memo", Samples()).add(cpu, wall)
     return {
         name: {label: samples.summary() for label, samples in rows.items()}
         for name, rows in results.items()

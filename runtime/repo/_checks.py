@@ -108,7 +108,7 @@ def _fingerprint() -> bytes:
     here = os.path.dirname(os.path.abspath(__file__))
     paths = [os.path.join(here, name) for name in _CHECKERS]
     paths.append(os.path.join(os.path.dirname(here), "_jsonschema.py"))
-    paths += [entry for entry in sys.path if entry]
+    paths += _library_paths()
     parts = [__version__, sys.version]
     for path in paths:
         try:
@@ -118,6 +118,19 @@ def _fingerprint() -> bytes:
         else:
             parts.append(f"{path}:{found.st_size}:{found.st_mtime_ns}")
     return "\0".join(parts).encode("utf-8", "surrogatepass")
+
+
+def _library_paths() -> list[str]:
+    """The folders of sys.path, less the script's own folder or the working directory that
+    Python puts first: `amodal`, `python -m` and `python -c` then share one memo."""
+    entries = list(sys.path)
+    if entries and (
+        not entries[0]
+        or entries[0] == os.getcwd()
+        or entries[0] == os.path.dirname(os.path.abspath(sys.argv[0] if sys.argv else ""))
+    ):
+        entries = entries[1:]
+    return [entry for entry in entries if entry]
 
 
 MEMO = _Memo()

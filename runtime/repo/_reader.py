@@ -98,15 +98,14 @@ class Reader:
     def listing(self, folder: str) -> dict[str, str]:
         """The names in a repo folder (relative, "" for the root), sorted, each with its
         kind: "dir", "file" (links followed, as Path.is_dir and is_file do) or "other";
-        {} when it is no folder. Each folder is listed once a load: the loaders ask about
-        the same files many times, and pathlib's stat of each is most of a listing."""
+        OSError when it is no folder. Each folder is listed once a load: the loaders ask
+        about the same files many times, and pathlib's stat of each is most of a listing."""
         found = self._listings.get(folder)
         if found is None:
-            try:
-                with os.scandir(os.path.join(self._root, folder)) as entries:
-                    pairs = [(entry.name, _kind(entry)) for entry in entries]
-            except OSError:
-                pairs = []
+            # An OSError goes up, as Path.iterdir's does: a folder removed under the load
+            # (a branch switch) fails it, and a reload keeps the last good bundle.
+            with os.scandir(os.path.join(self._root, folder)) as entries:
+                pairs = [(entry.name, _kind(entry)) for entry in entries]
             found = self._listings[folder] = dict(sorted(pairs))
         return found
 
