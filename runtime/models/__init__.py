@@ -66,6 +66,10 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MESSAGES})
+
+
 ModelTier = Literal["simple", "default", "advanced"]
 """Which of the repo's models a call uses (SPEC 8): `default` is the session model."""
 

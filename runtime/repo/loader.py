@@ -48,8 +48,9 @@ if TYPE_CHECKING:
     from runtime.repo.eval_suites import Suite
 
 _AUTOMATIONS_DIR = "automations"
-"""runtime.repo.automations.AUTOMATIONS_DIR: that module (croniter's, its formats) is
-imported only for a repo that has the folder."""
+_EVALS_DIR = "evals"
+"""runtime.repo.automations.AUTOMATIONS_DIR and runtime.repo.evals.EVALS_DIR: those
+modules (croniter's, the formats of each) are imported only for a repo with the folder."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +134,9 @@ def load_repo(
     _check_display_names(report, agents)
     _warn_specialist_confirmations(report, agents, tools, outside.mcp)
     suites: list[Suite] = []
-    if evals:
-        # Only `amodal validate` and `amodal eval` read the suites: their formats (and
-        # the turn events they name) are imported then.
+    if evals and reader.is_dir(_EVALS_DIR):
+        # Only `amodal validate` and `amodal eval` read the suites, of a repo that has
+        # some: their formats (and the turn events they name) are imported then.
         from runtime.repo.evals import EvalNames, load_suites
 
         # A reader of its own: suites are not part of what the bundle version hashes.
