@@ -3,15 +3,21 @@
 Measures, for both trees, interleaved round by round so drift on a shared machine falls
 on both:
 
-- CLI start-up: `python -c pass` (the floor), `amodal --help`, `amodal validate` on the
-  example repo and on the large generated repo of `bench.load`;
+- CLI start-up: `python -c pass` (the floor), importing click, PyYAML and pydantic (the
+  floor of `validate`), `amodal --help`, `amodal validate` on the example repo and on
+  the large generated repo of `bench.load`;
 - (d) cold load of the large repo: the first `load_repo` in a fresh process (imports
   done), and later loads in that process;
 - (e) reload after a one-file edit of the large repo: `LiveBundle.reload()` right after
   rewriting `agents/default/AGENT.md`, checked to see the edit (the server's watcher
   adds its debounce on top, see bench/reload.py);
 
-and prints each as CPU milliseconds (the process and its children: steadier than wall
+Rows marked "no memo" run with AMODAL_NO_CACHE=1: every template and tool schema is
+checked again, as on the first run after each file changed (the other rows find the
+checks that passed in the tree's own memo, warmed with its bytecode; the previous main
+has no memo, so both rows are the same work there).
+
+It prints each as CPU milliseconds (the process and its children: steadier than wall
 time on a busy machine), the wall time next to it, and the ratio this / other. Then a
 by-phase profile of one cold load of this tree (walk, read, parse, validate, bundle).
 
@@ -50,6 +56,10 @@ EXAMPLE_FILES = (
     "evals",
 )  # fmt: skip
 CLI = "import sys; from runtime.cli import main; main(sys.argv[1:], prog_name='amodal')"
+_FLOOR = "import click, yaml, pydantic.main, pydantic.plugin._loader"
+NO_MEMO = "import os; os.environ['AMODAL_NO_CACHE'] = '1'; "
+"""Turns off the memo of passed checks (runtime/repo/_checks.py) for one process: the
+rows marked "no memo" are what a first run after a change of every file costs."""
 
 # Runs in a fresh process of each tree: (d) and (e), one JSON line on stdout.
 WORKER = r"""
@@ -107,10 +117,15 @@ class Samples:
         }
 
 
-def _environment(tree: Path, pycache: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+def _environment(tree: Path, pycache: Path, memo: Path) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("PYTHONDONTWRITEBYTECODE", "AMODAL_NO_CACHE")
+    }
     env["PYTHONPATH"] = str(tree)
     env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    env["AMODAL_CACHE_DIR"] = str(memo)  # each tree its own memo, warmed with the bytecode
     return env
 
 
@@ -133,10 +148,16 @@ def _commands(example: Path, big: Path) -> dict[str, list[str]]:
     python = sys.executable
     return {
         "python -c pass (floor)": [python, "-c", "pass"],
+        # What validate cannot do without: its CLI, parser and formats' libraries (and the
+        # package metadata pydantic reads for its plugins). The same in both trees.
+        "floor: click, yaml, pydantic imported": [python, "-c", _FLOOR],
         "amodal --help": [python, "-c", CLI, "--help"],
         "amodal validate (example repo)": [python, "-c", CLI, "--repo", str(example), "validate"],
+        "amodal validate (example, no memo)": [
+            python, "-c", NO_MEMO + CLI, "--repo", str(example), "validate"
+        ],
         "amodal validate (large repo)": [python, "-c", CLI, "--repo", str(big), "validate"],
-    }
+    }  # fmt: skip
 
 
 def _copy_example(target: Path) -> Path:
@@ -155,7 +176,10 @@ def measure(other: Path, rounds: int, work: Path) -> dict[str, Any]:
     example = _copy_example(work / "example")
     big = work / "big"
     generate_repo(big)
-    envs = {name: _environment(tree, work / f"pyc-{name}") for name, tree in trees.items()}
+    envs = {
+        name: _environment(tree, work / f"pyc-{name}", work / f"memo-{name}")
+        for name, tree in trees.items()
+    }
     commands = _commands(example, big)
     results: dict[str, dict[str, Samples]] = {name: {} for name in trees}
     for name in trees:  # warm the bytecode caches and the file cache, untimed
@@ -183,6 +207,16 @@ def measure(other: Path, rounds: int, work: Path) -> dict[str, Any]:
                 results[name].setdefault("(e) reload after a one-file edit", Samples()).add(
                     cpu, wall
                 )
+            cold = [sys.executable, "-c", NO_MEMO + WORKER, str(big), str(edited), "3", "0"]
+            _, _, out = _run(cold, envs[name], work)
+            found = json.loads(out.strip().splitlines()[-1])
+            # The first load without the memo imports Jinja2 and jsonschema in this tree
+            # (the other imported them with the loader): the later loads compare the work.
+            results[name].setdefault("(d) first load_repo, no memo", Samples()).add(
+                *found["first_load"]
+            )
+            for cpu, wall in found["later_loads"]:
+                results[name].setdefault("(d) later load_repo, no memo", Samples()).add(cpu, wall)
     return {
         name: {label: samples.summary() for label, samples in rows.items()}
         for name, rows in results.items()

@@ -186,3 +186,22 @@ def test_only_commands_that_exit_at_once_turn_the_garbage_collector_off() -> Non
     assert {name for name, row in COMMANDS.items() if not row.one_shot} >= {
         "chat", "serve", "mcp", "eval"
     }  # fmt: skip
+
+
+def test_validate_imports_eval_and_automation_formats_only_for_a_repo_with_them(
+    tmp_path: Path,
+) -> None:
+    from runtime.repo import loader
+    from runtime.repo.automations import AUTOMATIONS_DIR
+    from runtime.repo.evals import EVALS_DIR
+
+    # The loader checks for the folders by these names without importing their modules.
+    assert (loader._AUTOMATIONS_DIR, loader._EVALS_DIR) == (AUTOMATIONS_DIR, EVALS_DIR)
+    (tmp_path / "amodal.json").write_text('{"name": "x", "version": "1.0.0"}\n')
+    code, modules, out = _run("validate", cwd=tmp_path)
+    assert code == 0, out
+    assert not {"runtime.repo.eval_suites", "runtime.repo.automations", "croniter"} & modules
+
+    code, modules, out = _run("validate")  # the example repo has eval suites
+    assert code == 0, out
+    assert "runtime.repo.eval_suites" in modules

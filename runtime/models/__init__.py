@@ -23,21 +23,52 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
-from runtime.events import Usage
-from runtime.models.messages import (
-    AssistantMessage,
-    ImagePart,
-    Message,
-    Part,
-    SystemMessage,
-    TextPart,
-    ToolCallRequest,
-    ToolResultMessage,
-    ToolSpec,
-    UserMessage,
+if TYPE_CHECKING:
+    from runtime.events import Usage
+    from runtime.models.messages import (
+        AssistantMessage,
+        ImagePart,
+        Message,
+        Part,
+        SystemMessage,
+        TextPart,
+        ToolCallRequest,
+        ToolResultMessage,
+        ToolSpec,
+        UserMessage,
+    )
+
+_MESSAGES = frozenset(
+    {
+        "AssistantMessage",
+        "ImagePart",
+        "Message",
+        "Part",
+        "SystemMessage",
+        "TextPart",
+        "ToolCallRequest",
+        "ToolResultMessage",
+        "ToolSpec",
+        "UserMessage",
+    }
 )
+"""Names of runtime.models.messages offered here, imported on first use: loading a repo
+needs ModelSettings and ModelTier, not the messages and the events they bring."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _MESSAGES:
+        from runtime.models import messages
+
+        return getattr(messages, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MESSAGES})
+
 
 ModelTier = Literal["simple", "default", "advanced"]
 """Which of the repo's models a call uses (SPEC 8): `default` is the session model."""

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+_CANDIDATE = re.compile(r"^[ \t]*[#`~].*", re.MULTILINE)
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+"""Line breaks of str.splitlines other than \\n: a body with one takes the slow path."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +42,25 @@ def split(text: str) -> Document:
 
 def headings(body: str) -> list[Heading]:
     """The ATX headings of `body`, skipping fenced code blocks."""
+    if _OTHER_BREAKS.search(body):  # lines as str.splitlines cuts them
+        return _headings(enumerate(body.splitlines()))
+    # Only lines starting with `#`, a backtick or `~` can be a heading or a fence: one
+    # regex finds them, instead of a Python step for every line of every file.
+    candidates = []
+    index = position = 0
+    for match in _CANDIDATE.finditer(body):
+        index += body.count("\n", position, match.start())
+        position = match.start()
+        candidates.append((index, match.group()))
+    return _headings(candidates)
+
+
+def _headings(lines: Iterable[tuple[int, str]]) -> list[Heading]:
     found = []
     fence: str | None = None
-    for index, line in enumerate(body.splitlines()):
+    for index, line in lines:
         if line.lstrip(" \t")[:1] not in ("#", "`", "~"):
-            continue  # neither a heading nor a fence: most lines, without a regex
+            continue  # neither a heading nor a fence
         marker = _FENCE.match(line)
         if marker:
             fence = None if fence == marker.group(1) else (fence or marker.group(1))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import os
 import stat
 import time
@@ -78,14 +80,50 @@ class Reader:
 
     def __init__(self, root: Path, report: Report, cache: LoadCache | None = None) -> None:
         self.root = root
+        self._root = str(root)
         self.report = report
+        self._listings: dict[str, dict[str, str]] = {}
+        self._sorted: list[str] | None = None  # self.files' paths in order, for digest()
         self.files: dict[str, bytes] = {}
         self._hashes: dict[str, bytes] = {}  # each file hashed once, when read
         self._cache = cache
         self._preloaded: dict[str, bytes] = {}
 
     def relative(self, path: Path) -> str:
+        text = str(path)
+        if text.startswith(self._root) and text[len(self._root) : len(self._root) + 1] == "/":
+            return text[len(self._root) + 1 :]  # pathlib's relative_to is most of a listing
         return path.relative_to(self.root).as_posix()
+
+    def listing(self, folder: str) -> dict[str, str]:
+        """The names in a repo folder (relative, "" for the root), sorted, each with its
+        kind: "dir", "file" (links followed, as Path.is_dir and is_file do) or "other";
+        OSError when it is no folder. Each folder is listed once a load: the loaders ask
+        about the same files many times, and pathlib's stat of each is most of a listing."""
+        found = self._listings.get(folder)
+        if found is None:
+            # An OSError goes up, as Path.iterdir's does: a folder removed under the load
+            # (a branch switch) fails it, and a reload keeps the last good bundle.
+            with os.scandir(os.path.join(self._root, folder)) as entries:
+                pairs = [(entry.name, _kind(entry)) for entry in entries]
+            found = self._listings[folder] = dict(sorted(pairs))
+        return found
+
+    def is_file(self, relative: str) -> bool:
+        """Path.is_file: from the folder's listing when it was listed, else one stat (a
+        reload asks about one file of each folder it then need not list)."""
+        folder, _, name = relative.rpartition("/")
+        listed = self._listings.get(folder)
+        if listed is None:
+            return os.path.isfile(os.path.join(self._root, relative))
+        return listed.get(name) == "file"
+
+    def is_dir(self, relative: str) -> bool:
+        folder, _, name = relative.rpartition("/")
+        listed = self._listings.get(folder)
+        if listed is None:
+            return os.path.isdir(os.path.join(self._root, relative))
+        return listed.get(name) == "dir"
 
     def read(self, relative: str) -> str | None:
         """The file's text, or None after reporting why it cannot be read."""
@@ -104,7 +142,8 @@ class Reader:
         data = self._preloaded.get(relative)
         if data is None:
             try:
-                data = (self.root / relative).read_bytes()
+                with open(os.path.join(self._root, relative), "rb") as file:
+                    data = file.read()
             except OSError as error:
                 self.report.error(relative, f"cannot read the file: {error.strerror or error}")
                 return None
@@ -112,14 +151,22 @@ class Reader:
         return data
 
     def _keep(self, relative: str, data: bytes) -> None:
+        if relative not in self.files:
+            self._sorted = None
         self.files[relative] = data
         self._hashes[relative] = hashlib.blake2b(data, digest_size=16).digest()
 
     def digest(self, prefix: str = "") -> str:
         """A short hash over the files read (under `prefix`), by path and content."""
         hasher = hashlib.blake2b(digest_size=8)
-        # Filtered before sorting: each agent's digest would otherwise sort every file.
-        for relative in sorted(path for path in self.files if path.startswith(prefix)):
+        if self._sorted is None:
+            self._sorted = sorted(self.files)
+        # The paths under `prefix` are one run of the sorted list: each agent's digest
+        # would otherwise filter every file of the repo.
+        start = bisect.bisect_left(self._sorted, prefix)
+        for relative in itertools.takewhile(
+            lambda path: path.startswith(prefix), itertools.islice(self._sorted, start, None)
+        ):
             hasher.update(relative.encode())
             hasher.update(b"\0")
             hasher.update(self._hashes[relative])
@@ -171,6 +218,22 @@ class Reader:
         else:
             cache._units.pop(relative, None)  # it read outside itself: never reused
         return value
+
+
+def split_suffix(name: str) -> tuple[str, str]:
+    """A file name's stem and suffix exactly as pathlib gives them (`a.tar.gz` -> `a.tar`,
+    `.gz`; `.md` -> `.md`, no suffix), without building a path."""
+    dot = name.rfind(".")
+    if 0 < dot < len(name) - 1:
+        return name[:dot], name[dot:]
+    return name, ""
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    try:
+        return "dir" if entry.is_dir() else "file" if entry.is_file() else "other"
+    except OSError:
+        return "other"
 
 
 def _stats(root: Path, relative: str) -> dict[str, _Stat] | None:

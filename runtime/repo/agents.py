@@ -70,19 +70,19 @@ class LoadedAgents:
 
 
 def load_agents(reader: Reader) -> LoadedAgents:
-    directory = reader.root / AGENTS_DIR
     agents: list[AgentDefinition] = []
     broken: set[str] = set()
     partials: list[PartialAgent] = []
     main = MainDefinition(None, frozenset(), "")
-    if not directory.is_dir():
+    if not reader.is_dir(AGENTS_DIR):
         reader.report.warn(AGENTS_DIR, "the repo has no agents/ directory")
         return LoadedAgents(agents, main, frozenset())
-    for entry in sorted(directory.iterdir()):
-        relative = reader.relative(entry)
-        if not entry.is_dir():
+    for name, kind in reader.listing(AGENTS_DIR).items():
+        relative = f"{AGENTS_DIR}/{name}"
+        entry = reader.root / relative
+        if kind != "dir":
             reader.report.warn(relative, "ignored: an agent is a folder `agents/<name>/`")
-        elif not (entry / "AGENT.md").is_file():
+        elif not reader.is_file(f"{relative}/AGENT.md"):
             reader.report.warn(
                 relative,
                 "ignored: the folder has no AGENT.md, so it defines no "
@@ -112,27 +112,29 @@ def _load_agent(reader: Reader, folder: Path) -> AgentDefinition | PartialAgent 
     """The agent's definition; with errors of its own, what can be built of it."""
     report, name = reader.report, folder.name
     base = f"{AGENTS_DIR}/{name}"
-    _warn_extra_files(reader, folder)
+    _warn_extra_files(reader, base)
     errors_before = len(report.errors)
 
     prompt, front = _read_agent_md(reader, f"{base}/AGENT.md", allow_empty=False)
     from_json = (
         _read_agent_json(reader, f"{base}/agent.json")
-        if (folder / "agent.json").is_file()
+        if reader.is_file(f"{base}/agent.json")
         else None
     )
     from_py = (
         _read_agent_py(reader, folder / "agent.py", f"{base}/agent.py")
-        if (folder / "agent.py").is_file()
+        if reader.is_file(f"{base}/agent.py")
         else None
     )
     from_front = _frontmatter_config(
         report,
         front,
-        has_files=(folder / "agent.json").is_file() or (folder / "agent.py").is_file(),
+        has_files=reader.is_file(f"{base}/agent.json") or reader.is_file(f"{base}/agent.py"),
     )
     context = (
-        _read_context(reader, f"{base}/CONTEXT.md") if (folder / "CONTEXT.md").is_file() else None
+        _read_context(reader, f"{base}/CONTEXT.md")
+        if reader.is_file(f"{base}/CONTEXT.md")
+        else None
     )
 
     if from_json and from_py:
@@ -431,11 +433,11 @@ def _frontmatter_config(
     return _validated(report, FrontmatterConfig, data, source)
 
 
-def _warn_extra_files(reader: Reader, folder: Path) -> None:
-    for entry in sorted(folder.iterdir()):
-        if entry.name not in AGENT_FILES and entry.name != "__pycache__":
+def _warn_extra_files(reader: Reader, base: str) -> None:
+    for name in reader.listing(base):
+        if name not in AGENT_FILES and name != "__pycache__":
             reader.report.warn(
-                reader.relative(entry),
+                f"{base}/{name}",
                 "ignored: an agent folder holds only " + ", ".join(AGENT_FILES),
             )
 
@@ -452,14 +454,14 @@ def _load_main(reader: Reader, folder: Path) -> MainDefinition:
             line=2,
         )
     for ignored in ("agent.py", "CONTEXT.md"):
-        if (folder / ignored).is_file():
+        if reader.is_file(f"{base}/{ignored}"):
             report.warn(f"{base}/{ignored}", f"ignored: main takes no {ignored}")
     tools: frozenset[str] = frozenset()
     if prompt is None:
-        if (folder / "agent.json").is_file():
+        if reader.is_file(f"{base}/agent.json"):
             report.warn(f"{base}/agent.json", "ignored: main/AGENT.md is empty")
         return MainDefinition(None, tools, reader.digest(f"{base}/"))
-    if (folder / "agent.json").is_file():
+    if reader.is_file(f"{base}/agent.json"):
         parsed = _read_agent_json(reader, f"{base}/agent.json")
         if parsed is not None and not parsed.broken:
             tools = _main_tools(report, parsed)

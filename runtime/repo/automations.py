@@ -13,19 +13,24 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import jinja2
-from croniter import croniter
-from jinja2 import nodes
 from pydantic import Field
 
 from runtime.exceptions import DefinitionError
+from runtime.repo._checks import MEMO
 from runtime.repo._reader import Reader
 from runtime.repo._report import Report, Source, did_you_mean, known
 from runtime.repo.formats import Strict
 from runtime.repo.templates import Template, template_environment
+
+if TYPE_CHECKING:
+    from croniter import croniter
+
+# croniter (and the dateutil it brings, ~30 ms) and Jinja2 are imported where they are
+# used: a repo without automations, and `amodal validate` on one whose messages passed
+# their check before, never load them.
 
 AUTOMATIONS_DIR = "automations"
 AUTOMATION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -152,6 +157,8 @@ class AutomationDefinition:
         """The last cron slot at or before `at` (None for another trigger)."""
         if self.cron is None:
             return None
+        from croniter import croniter
+
         seconds = has_seconds(self.cron)
         local = at.astimezone(ZoneInfo(self.timezone))
         if croniter.match(self.cron, local, second_at_beginning=seconds):
@@ -169,10 +176,20 @@ def has_seconds(expression: str) -> bool:
 def valid_cron(expression: str) -> bool:
     """Five fields (minute hour day-of-month month day-of-week), or six with seconds first."""
     fields = len(expression.split())
-    return fields in (5, 6) and croniter.is_valid(expression, second_at_beginning=fields == 6)
+    if fields not in (5, 6):
+        return False
+
+    def run() -> list[str]:
+        from croniter import croniter
+
+        return [] if croniter.is_valid(expression, second_at_beginning=fields == 6) else ["bad"]
+
+    return not MEMO.check("cron", expression, run)
 
 
 def _cron(expression: str, timezone: str, start: datetime) -> croniter:
+    from croniter import croniter
+
     return croniter(
         expression,
         start.astimezone(ZoneInfo(timezone)),
@@ -432,6 +449,13 @@ class _Checks:
 def check_message(text: str) -> list[tuple[int, str]]:
     """Problems of an automation's message template (it sees `payload`, `automation`,
     `now`, `slot`, `trigger`), as (line within the template, message)."""
+    return MEMO.check("automation message", text, lambda: _message_problems(text))
+
+
+def _message_problems(text: str) -> list[tuple[int, str]]:
+    import jinja2
+    from jinja2 import nodes
+
     environment = template_environment()
     try:
         tree = environment.parse(text)

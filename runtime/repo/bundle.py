@@ -11,11 +11,10 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from runtime.exceptions import DefinitionError, DefinitionWarning
 from runtime.models import ModelSettings, ModelTier
-from runtime.repo.automations import AutomationDefinition
 from runtime.repo.formats import (
     BudgetLimits,
     CompactionConfig,
@@ -26,6 +25,9 @@ from runtime.repo.formats import (
 )
 from runtime.repo.registry import ToolInfo
 from runtime.repo.templates import Template
+
+if TYPE_CHECKING:
+    from runtime.repo.automations import AutomationDefinition
 
 Predicate = Callable[[Any], object]
 """A synchronous function of the SurfaceContext; only an exact `True` includes its entry."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 from functools import partial
 from types import MappingProxyType
+from typing import Any
 
+from runtime.repo._checks import MEMO
 from runtime.repo._python import callable_line, handler_problem, run_module
 from runtime.repo._reader import Reader
 from runtime.repo._report import Source, format_field
@@ -17,16 +20,15 @@ TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def load_custom_tools(reader: Reader) -> list[CustomTool]:
-    directory = reader.root / TOOLS_DIR
-    if not directory.is_dir():
+    if not reader.is_dir(TOOLS_DIR):
         return []
     tools = []
-    for entry in sorted(directory.iterdir()):
-        relative = reader.relative(entry)
-        if not entry.is_dir():
+    for name, kind in reader.listing(TOOLS_DIR).items():
+        relative = f"{TOOLS_DIR}/{name}"
+        if kind != "dir":
             reader.report.warn(relative, "ignored: a custom tool is a folder `tools/<name>/`")
             continue
-        tool = reader.unit(relative, partial(_load_tool, reader, relative, entry.name))
+        tool = reader.unit(relative, partial(_load_tool, reader, relative, name))
         if tool is not None:
             tools.append(tool)
     return tools
@@ -42,11 +44,11 @@ def _load_tool(reader: Reader, relative: str, name: str) -> CustomTool | None:
             "underscores, starting with a letter (rename the folder)",
         )
         return None
-    if not (folder / "tool.json").is_file():
+    if not reader.is_file(f"{relative}/tool.json"):
         report.error(relative, "a custom tool needs tool.json (description, parameters)")
         return None
-    if not (folder / "handler.py").is_file():
-        if (folder / "handler.ts").is_file():
+    if not reader.is_file(f"{relative}/handler.py"):
+        if reader.is_file(f"{relative}/handler.ts"):
             report.error(
                 f"{relative}/handler.ts",
                 "TypeScript handlers are not supported by "
@@ -94,31 +96,14 @@ def _load_spec(reader: Reader, relative: str) -> ToolFile | None:
     if spec is None:
         return None
     parameters = spec.parameters
-    # jsonschema costs ~45 ms to import: only repos with custom tools pay for it.
-    from jsonschema import SchemaError
-    from jsonschema.validators import validator_for
-
-    from runtime._jsonschema import schema_problem
-
-    try:
-        validator_for(parameters).check_schema(parameters)
-    except SchemaError as error:
-        path = ("parameters", *error.absolute_path)
-        report.error(
-            relative,
-            f"`parameters` is not a valid JSON Schema: {error.message}",
-            line=source.line(path),
-            field=format_field(path),
-        )
-        return None
-    problem = schema_problem(parameters, metaschema=False)
-    if problem is not None:
-        report.error(
-            relative,
-            f"`parameters` cannot check arguments: {problem}",
-            line=source.line(("parameters",)),
-            field="parameters",
-        )
+    problems = MEMO.check(
+        "tool parameters",
+        json.dumps(parameters, sort_keys=True, ensure_ascii=False),
+        lambda: _schema_problems(parameters),
+    )
+    if problems:
+        path, message = problems[0]
+        report.error(relative, message, line=source.line(path), field=format_field(path))
         return None
     if parameters.get("type") != "object":
         report.error(
@@ -130,3 +115,23 @@ def _load_spec(reader: Reader, relative: str) -> ToolFile | None:
         )
         return None
     return spec
+
+
+def _schema_problems(parameters: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    """What is wrong with a tool's `parameters` as a schema (at most one problem)."""
+    # jsonschema costs ~45 ms to import: only repos with custom tools whose schemas did
+    # not pass before (runtime/repo/_checks.py) pay for it.
+    from jsonschema import SchemaError
+    from jsonschema.validators import validator_for
+
+    from runtime._jsonschema import schema_problem
+
+    try:
+        validator_for(parameters).check_schema(parameters)
+    except SchemaError as error:
+        path = ("parameters", *error.absolute_path)
+        return [(path, f"`parameters` is not a valid JSON Schema: {error.message}")]
+    problem = schema_problem(parameters, metaschema=False)
+    if problem is not None:
+        return [(("parameters",), f"`parameters` cannot check arguments: {problem}")]
+    return []

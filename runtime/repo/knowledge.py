@@ -5,23 +5,23 @@ from __future__ import annotations
 from functools import partial
 
 from runtime.repo import _markdown
-from runtime.repo._reader import Reader
+from runtime.repo._reader import Reader, split_suffix
 from runtime.repo.bundle import KnowledgeDocument
 
 KNOWLEDGE_DIR = "knowledge"
 
 
 def load_knowledge(reader: Reader) -> list[KnowledgeDocument]:
-    directory = reader.root / KNOWLEDGE_DIR
-    if not directory.is_dir():
+    if not reader.is_dir(KNOWLEDGE_DIR):
         return []
     documents = []
-    for entry in sorted(directory.iterdir()):
-        relative = reader.relative(entry)
-        if not entry.is_file() or entry.suffix != ".md":
+    for name, kind in reader.listing(KNOWLEDGE_DIR).items():
+        relative = f"{KNOWLEDGE_DIR}/{name}"
+        stem, suffix = split_suffix(name)
+        if kind != "file" or suffix != ".md":
             reader.report.warn(relative, "ignored: knowledge documents are `knowledge/*.md` files")
             continue
-        document = reader.unit(relative, partial(_load_document, reader, relative, entry.stem))
+        document = reader.unit(relative, partial(_load_document, reader, relative, stem))
         if document is not None:
             documents.append(document)
     return documents

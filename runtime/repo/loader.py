@@ -7,12 +7,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from runtime.exceptions import DefinitionError, DefinitionWarning, InvalidRepoError
-from runtime.repo._reader import LoadCache, Reader
+from runtime.repo._checks import MEMO
+from runtime.repo._reader import LoadCache, Reader, split_suffix
 from runtime.repo._report import Report, did_you_mean, known, normalized
 from runtime.repo.agents import load_agents
-from runtime.repo.automations import load_automations, names_of
 from runtime.repo.bundle import (
     DEFAULT_AGENT,
     MAIN_AGENT,
@@ -26,8 +27,6 @@ from runtime.repo.bundle import (
 )
 from runtime.repo.config import cost_limit, load_config, unpriced_message, unpriced_models
 from runtime.repo.custom_tools import TOOLS_DIR, load_custom_tools
-from runtime.repo.eval_suites import Suite
-from runtime.repo.evals import EvalNames, load_suites
 from runtime.repo.formats import RepoConfig
 from runtime.repo.integrations import load_connections
 from runtime.repo.knowledge import load_knowledge
@@ -43,6 +42,15 @@ from runtime.repo.registry import (
 )
 from runtime.repo.skills import LoadedSkill, load_skills
 from runtime.repo.store_files import STORES_DIR, load_stores
+
+if TYPE_CHECKING:
+    from runtime.repo.automations import AutomationDefinition
+    from runtime.repo.eval_suites import Suite
+
+_AUTOMATIONS_DIR = "automations"
+_EVALS_DIR = "evals"
+"""runtime.repo.automations.AUTOMATIONS_DIR and runtime.repo.evals.EVALS_DIR: those
+modules (croniter's, the formats of each) are imported only for a repo with the folder."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +134,11 @@ def load_repo(
     _check_display_names(report, agents)
     _warn_specialist_confirmations(report, agents, tools, outside.mcp)
     suites: list[Suite] = []
-    if evals:
+    if evals and reader.is_dir(_EVALS_DIR):
+        # Only `amodal validate` and `amodal eval` read the suites, of a repo that has
+        # some: their formats (and the turn events they name) are imported then.
+        from runtime.repo.evals import EvalNames, load_suites
+
         # A reader of its own: suites are not part of what the bundle version hashes.
         suites = load_suites(
             Reader(reader.root, report),
@@ -139,9 +151,10 @@ def load_repo(
             ),
         )
 
-    automations = load_automations(reader, names_of(names.agents, names.stores), environ, offline)
+    automations, automation_errors = _automations(reader, names, environ, offline)
+    MEMO.flush()  # the checks that passed, for the next process (runtime/repo/_checks.py)
     if report.errors or config is None:
-        errors = (*report.errors, *automations.errors)
+        errors = (*report.errors, *automation_errors)
         return LoadResult(None, errors, tuple(report.warnings))
     bundle = Bundle(
         root=reader.root,
@@ -157,10 +170,21 @@ def load_repo(
         mcp_servers=MappingProxyType(outside.mcp),
         registry=MappingProxyType(registry),
         warnings=tuple(report.warnings),
-        automations=MappingProxyType(dict(automations.automations)),
-        automation_errors=automations.errors,
+        automations=MappingProxyType(automations),
+        automation_errors=automation_errors,
     )
     return LoadResult(bundle, (), bundle.warnings, tuple(suites))
+
+
+def _automations(
+    reader: Reader, names: _Names, environ: Mapping[str, str], offline: bool
+) -> tuple[dict[str, AutomationDefinition], tuple[DefinitionError, ...]]:
+    if not reader.is_dir(_AUTOMATIONS_DIR):
+        return {}, ()
+    from runtime.repo.automations import load_automations, names_of
+
+    loaded = load_automations(reader, names_of(names.agents, names.stores), environ, offline)
+    return dict(loaded.automations), loaded.errors
 
 
 def load_bundle(
@@ -214,13 +238,12 @@ def _registry(
 def _failed(reader: Reader, directory: str, loaded: set[str], *, folders: bool) -> set[str]:
     """Names of the stores (`<name>.json` files) or custom tools (folders) under `directory`
     that exist but failed to load: their own errors are reported, references to them are not."""
-    folder = reader.root / directory
-    if not folder.is_dir():
+    if not reader.is_dir(directory):
         return set()
     found = {
-        path.stem
-        for path in folder.iterdir()
-        if (path.is_dir() if folders else path.is_file() and path.suffix == ".json")
+        split_suffix(name)[0]
+        for name, kind in reader.listing(directory).items()
+        if (kind == "dir" if folders else kind == "file" and split_suffix(name)[1] == ".json")
     }
     return found - loaded
 

@@ -35,24 +35,23 @@ class LoadedSkill:
 
 
 def load_skills(reader: Reader) -> LoadedSkills:
-    directory = reader.root / SKILLS_DIR
-    if not directory.is_dir():
+    if not reader.is_dir(SKILLS_DIR):
         return LoadedSkills([], frozenset())
     loaded = []
     broken = set()
-    for entry in sorted(directory.iterdir()):
-        relative = reader.relative(entry)
-        if not entry.is_dir():
+    for name, kind in reader.listing(SKILLS_DIR).items():
+        relative = f"{SKILLS_DIR}/{name}"
+        if kind != "dir":
             reader.report.warn(relative, "ignored: a skill is a folder with a SKILL.md")
-        elif not (entry / "SKILL.md").is_file():
+        elif not reader.is_file(f"{relative}/SKILL.md"):
             reader.report.warn(relative, "ignored: the folder has no SKILL.md")
         else:
-            load = partial(_load_skill, reader, f"{relative}/SKILL.md", entry.name)
+            load = partial(_load_skill, reader, f"{relative}/SKILL.md", name)
             skill = reader.unit(relative, load)
             if skill is not None:
                 loaded.append(skill)
             else:
-                broken.add(entry.name)
+                broken.add(name)
                 broken.update(_heading_name(reader.files.get(f"{relative}/SKILL.md", b"")))
     _check_unique(reader, loaded)
     return LoadedSkills(loaded, frozenset(broken))
@@ -124,7 +123,7 @@ def _supporting_files(reader: Reader, folder: str) -> dict[str, str]:
     the count limit are left out with a warning that says so.
     """
     files: dict[str, str] = {}
-    for inside, entry in _files_below(str(reader.root / folder)):
+    for inside, entry in _files_below(os.path.join(reader.root, folder)):
         relative = f"{folder}/{inside}"
         if inside == "SKILL.md":
             continue

@@ -6,7 +6,7 @@ import re
 from functools import partial
 from types import MappingProxyType
 
-from runtime.repo._reader import Reader
+from runtime.repo._reader import Reader, split_suffix
 from runtime.repo._report import Source, did_you_mean
 from runtime.repo.bundle import StoreDefinition
 from runtime.repo.formats import StoreFile
@@ -18,16 +18,16 @@ _KEY_TYPES = ("string", "number", "enum", "datetime", "boolean")
 
 
 def load_stores(reader: Reader) -> list[StoreDefinition]:
-    directory = reader.root / STORES_DIR
-    if not directory.is_dir():
+    if not reader.is_dir(STORES_DIR):
         return []
     stores = []
-    for entry in sorted(directory.iterdir()):
-        relative = reader.relative(entry)
-        if not entry.is_file() or entry.suffix != ".json":
+    for name, kind in reader.listing(STORES_DIR).items():
+        relative = f"{STORES_DIR}/{name}"
+        stem, suffix = split_suffix(name)
+        if kind != "file" or suffix != ".json":
             reader.report.warn(relative, "ignored: a store is a `stores/<name>.json` file")
             continue
-        store = reader.unit(relative, partial(_load_store, reader, relative, entry.stem))
+        store = reader.unit(relative, partial(_load_store, reader, relative, stem))
         if store is not None:
             stores.append(store)
     return stores

@@ -15,35 +15,20 @@ import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import jinja2
-from jinja2 import nodes
-from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from typing import TYPE_CHECKING, Any
 
 from runtime.exceptions import TemplateRenderError
+from runtime.repo._checks import MEMO
+
+if TYPE_CHECKING:
+    import jinja2
+    from jinja2 import nodes
 
 logger = logging.getLogger("amodal")
 
 CONTEXT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 SCOPE_LARGE_CHARS = 100_000
 _SYNTAX = ("{{", "{%", "{#")
-
-
-class _Sandbox(ImmutableSandboxedEnvironment):
-    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
-        return not attr.startswith("_") and super().is_safe_attribute(obj, attr, value)
-
-    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
-        # The stock sandbox renders an unsafe attribute as an empty string; a template
-        # that tries this is broken or hostile, and either way must not pass silently.
-        raise SecurityError(f"access to attribute {attribute!r} is not allowed in templates")
-
-
-_ENVIRONMENT = _Sandbox(
-    trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +49,8 @@ class Template:
         """The text for this scope; raises TemplateRenderError naming the file and line."""
         if self.is_literal:
             return self.source
+        import jinja2
+
         try:
             return self._template().render(scope=dict(scope))
         except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as error:
@@ -76,6 +63,8 @@ class Template:
         message sees `payload`, `now`, ...); errors as `render`."""
         if self.is_literal:
             return self.source
+        import jinja2
+
         try:
             return self._template().render(**dict(variables))
         except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as error:
@@ -89,21 +78,30 @@ class Template:
         if not self._compiled:
             with self._lock:
                 if not self._compiled:
-                    self._compiled.append(_ENVIRONMENT.from_string(self.source))
+                    self._compiled.append(template_environment().from_string(self.source))
         return self._compiled[0]
 
 
 def template_environment() -> jinja2.Environment:
-    """The sandbox every repo template is parsed and rendered in."""
-    return _ENVIRONMENT
+    """The sandbox every repo template is parsed and rendered in (imports Jinja2)."""
+    from runtime.repo._sandbox import ENVIRONMENT
+
+    return ENVIRONMENT
 
 
 def check_template(source: str) -> list[tuple[int, str]]:
     """Problems of a template as (line within the template, message); empty when it is fine."""
     if not any(marker in source for marker in _SYNTAX):
         return []
+    return MEMO.check("template", source, lambda: _template_problems(source))
+
+
+def _template_problems(source: str) -> list[tuple[int, str]]:
+    import jinja2
+    from jinja2 import nodes
+
     try:
-        tree = _ENVIRONMENT.parse(source)
+        tree = template_environment().parse(source)
     except jinja2.TemplateSyntaxError as error:
         return [(error.lineno, f"template syntax error: {error.message}")]
     problems: list[tuple[int, str]] = []
@@ -163,14 +161,18 @@ _KNOWN_NAMES = frozenset({"scope", "loop", "self", "caller", "varargs", "kwargs"
 def _unknown_names(tree: nodes.Template) -> set[str]:
     """Names read but never assigned. A walk of the parse tree: jinja2.meta's
     find_undeclared_variables runs the code generator and costs as much as parsing."""
+    from jinja2 import nodes
+
     loaded: set[str] = set()
     assigned: set[str] = set()
     for node in tree.find_all(nodes.Name):
         (loaded if node.ctx == "load" else assigned).add(node.name)
-    return loaded - assigned - _KNOWN_NAMES - set(_ENVIRONMENT.globals)
+    return loaded - assigned - _KNOWN_NAMES - set(template_environment().globals)
 
 
 def _first_use(tree: nodes.Template, name: str) -> int:
+    from jinja2 import nodes
+
     for node in tree.find_all(nodes.Name):
         if node.name == name:
             return int(node.lineno)
@@ -178,6 +180,8 @@ def _first_use(tree: nodes.Template, name: str) -> int:
 
 
 def _const(node: nodes.Node | None) -> Any:
+    from jinja2 import nodes
+
     return node.value if isinstance(node, nodes.Const) else None
 
 
