@@ -12,7 +12,7 @@ import pytest
 
 from runtime import events
 from runtime.api import Runtime
-from runtime.engine.compaction import SUMMARY_PROMPT
+from runtime.engine.compaction import LONGEST_MASKED_VIEW, SUMMARY_PROMPT
 from runtime.engine.transcript import SUMMARY_HEADING
 from runtime.observe import Compacted, ModelCallStarted, RunObserver
 from runtime.testing import RecordedRequest, ScriptedModel, Step, reply, tool_call
@@ -306,3 +306,64 @@ async def test_a_prefix_larger_than_the_summarisers_window_is_summarised_in_chun
     assert all(sent_tokens(r) <= 4_096 - 1_000 for r in summarised)  # each fits its window
     later = conversation(summarised[-1])[0]["content"]
     assert later.startswith("The record so far:")  # each chunk carries the record forward
+
+
+WIDE_RESULT = 2_100  # over the mask's 2,000 characters: masking alone always gets under
+WIDE_CALLS = 8
+
+
+def wide_repo() -> dict[str, Any]:
+    """Each turn fetches `WIDE_CALLS` pages at once: a view that grows by many messages a
+    turn, each result masked cheaply, on a window a little larger than three turns."""
+    files = repo(WIDE_RESULT, keepRecentTurns=1)
+    files["amodal.json"]["models"]["main"]["contextWindow"] = 16_000
+    return files
+
+
+def wide_desk(request: RecordedRequest) -> Step:
+    if is_summariser(request):
+        return reply("The person read pages; page 3 said 4217.")
+    if request.messages[-1]["role"] == "user":
+        return steps.tool_calls([("fetch", {"page": n}) for n in range(WIDE_CALLS)])
+    return reply("Read it.")
+
+
+async def test_a_view_that_masking_keeps_growing_is_folded_into_a_summary(
+    make_repo: Callable[..., Path], harness_for: Callable[..., Any], scripted_model: ScriptedModel
+) -> None:
+    harness = await harness_for(make_repo(wide_repo()))
+    scripted_model.respond(wide_desk)
+    streamed = await talk(harness, range(1, 15))
+    stages = [c.stage for c in of_type(streamed, events.Compaction)]
+    # Every compaction's mask would have got the call under the threshold; the summary
+    # comes once the masked view passes its longest, and only then.
+    assert stages[:5] == ["mask"] * 5 and stages[5] == "summary", stages
+    calls = [r for r in scripted_model.requests if not is_summariser(r)]
+    assert all(sent_tokens(r) <= 16_000 - ANSWER for r in calls)
+    per_turn = 3 + WIDE_CALLS  # the person, the calls, their results, the answer
+    longest = LONGEST_MASKED_VIEW + 2 * per_turn + 1  # what grows between two compactions
+    assert max(len(conversation(r)) for r in calls) <= longest
+    after = conversation(calls[-1])
+    assert after[0]["content"].startswith(SUMMARY_HEADING) and len(after) < 3 * per_turn
+    logged = (await harness.session(streamed[0].session_id)).entries
+    assert sum(1 for e in logged if e.type == "tool_result") == 14 * WIDE_CALLS  # all kept
+
+
+async def test_a_restarted_server_sends_the_same_view_masks_and_summary_alike(
+    make_repo: Callable[..., Path], scripted_model: ScriptedModel, tmp_path: Path
+) -> None:
+    root = make_repo(wide_repo())
+    database = str(tmp_path / "kept.db")
+    scripted_model.respond(wide_desk)
+    async with Runtime.open(root, database=database) as first:
+        streamed = await talk(Harness(first), range(1, 16))  # a summary, then a mask after it
+    assert [c.stage for c in of_type(streamed, events.Compaction)][-2:] == ["summary", "mask"]
+    session_id = streamed[0].session_id
+    before = conversation([r for r in scripted_model.requests if not is_summariser(r)][-1])
+    async with Runtime.open(root, database=database) as restarted:
+        again = await restarted.chat("read page 16", session_id=session_id, operator=True)
+    assert again.reason == "model_stop"
+    resumed = conversation([r for r in scripted_model.requests if not is_summariser(r)][-2])
+    assert resumed[:-2] == before  # the whole view, message by message, elisions included
+    assert resumed[-2] == {"role": "assistant", "content": "Read it."}
+    assert resumed[-1] == {"role": "user", "content": "read page 16"}

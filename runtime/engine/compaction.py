@@ -6,9 +6,10 @@ view is compacted, in two stages:
 
 1. mask: the tool results older than the newest `keepRecentTurns` user turns and longer
    than `MASK_OVER` characters are shown elided;
-2. summary, when masking is not enough: the conversation before those turns is shown as
-   one summary, written by the `compaction.model` tier with a fixed prompt (in chunks
-   when it is larger than the summariser's own window).
+2. summary, when masking is not enough (the call would still not be under the threshold,
+   or the view would stay longer than `LONGEST_MASKED_VIEW` messages): the conversation
+   before those turns is shown as one summary, written by the `compaction.model` tier
+   with a fixed prompt (in chunks when it is larger than the summariser's own window).
 
 The cut is always at a user message, so a tool call is never separated from its result.
 Each compaction is a `CompactionEntry` in the log (the log itself stays whole) and a
@@ -60,6 +61,11 @@ SUMMARY_SECONDS = 120.0
 SUMMARY_WORDS = 600
 RESULT_CHARS_FOR_SUMMARY = 8_000
 """The part of each tool result a summariser reads (its head and tail)."""
+LONGEST_MASKED_VIEW = 128
+"""A mask is not enough when the view it leaves is longer than this many messages: each
+elided result costs few tokens, but every call still converts and sends every message, so
+a session that only ever masked would cost more per call the longer it ran. Stage two
+folds them into the summary instead."""
 
 SUMMARY_PROMPT = f"""\
 You write the record of a conversation between a person and an AI agent, so the agent \
@@ -230,28 +236,36 @@ class Compactor:
         older = [item for item in view.items if item.seq < cut]
         newly = [item for item in older if view.masks(item, cut - 1) and not view.masks(item)]
         masked = before - sum(view.cost(i) - view.cost(i, cut - 1) for i in newly)
-        if newly and not summary and masked < target:
+        short = len(view.items) <= LONGEST_MASKED_VIEW
+        if newly and not summary and masked < target and short:
             return await self._written("mask", cut - 1, before, masked, len(newly))
         summariser = await self.summariser()
+        written = await self._summarised(summariser, older, focus)
+        spent = summariser.usage  # what its calls took, kept with the entry either way
+        if written is not None:
+            dropped = sum(view.cost(item) for item in older)
+            if view.summary is not None:
+                dropped += estimate(view.summary.summary)
+            after = before - dropped + estimate(written)
+            if after < before:
+                return await self._written(
+                    "summary", cut - 1, before, after, len(older), written, focus, spent
+                )
+        # A failed (or no shorter) summary never ends the turn: stage one's view, when it
+        # shortens anything.
+        if newly:
+            return await self._written("mask", cut - 1, before, masked, len(newly), spent=spent)
+        return []
+
+    async def _summarised(
+        self, summariser: Summariser, older: list[Logged], focus: str | None
+    ) -> str | None:
+        """The summary of the view's summary and `older`; None when the summariser failed."""
+        previous = self.view.summary.summary if self.view.summary else ""
         try:
-            written = await summariser.summarise(
-                view.summary.summary if view.summary else "", older, focus
-            )
+            return await summariser.summarise(previous, older, focus)
         except SummaryFailed:
-            # Never the turn's end: stage one's view, when it shortens anything.
-            if newly:
-                spent = summariser.usage
-                return await self._written("mask", cut - 1, before, masked, len(newly), spent=spent)
-            return []
-        dropped = sum(view.cost(item) for item in older)
-        if view.summary is not None:
-            dropped += estimate(view.summary.summary)
-        after = before - dropped + estimate(written)
-        if after >= before:
-            return []
-        return await self._written(
-            "summary", cut - 1, before, after, len(older), written, focus, summariser.usage
-        )
+            return None
 
     async def _written(
         self,

@@ -735,9 +735,9 @@ def _messages(spec: RunSpec, conversation: list[Message], closing: str | None) -
     message (the conversation before it stays a stable prefix for a provider's prompt cache)."""
     messages: list[Message] = [SystemMessage(spec.system_prompt), *conversation]
     if spec.context_prompt:
-        newest_user = max(
-            (i for i, m in enumerate(messages) if isinstance(m, UserMessage)),
-            default=len(messages),
+        newest_user = next(  # from the end: a long session's view is not walked per call
+            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)),
+            len(messages),
         )
         messages.insert(newest_user, SystemMessage(spec.context_prompt))
     if closing is not None:

@@ -13,6 +13,7 @@ database, rebuilds the same view from the log.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Set
 
@@ -69,7 +70,13 @@ def message_tokens(message: Message) -> int:
 
 
 class SessionView:
-    """One session's view; `catch_up` before using it, `add` every entry appended after."""
+    """One session's view; `catch_up` before using it, `add` every entry appended after.
+
+    Each item is shown and counted once, when it arrives (and again only when a compaction
+    changes how it is shown), so a model call costs what was appended since the last one,
+    not the whole view: the view's messages, its token estimate and its open calls are kept
+    as the log grows, never rebuilt from it.
+    """
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
@@ -90,6 +97,16 @@ class SessionView:
         self._reported: tuple[int, int] | None = None
         """(seq, tokens): the input the endpoint counted for the newest answer, or what the
         newest compaction left."""
+        self._shown: list[Message] = []
+        """Each item as the model is shown it (`items`' order)."""
+        self._costs: list[int] = []
+        """Each item's estimated tokens as shown."""
+        self._total = 0
+        """The sum of `_costs`."""
+        self._users: list[int] = []
+        """The seq of each user message of `items`."""
+        self._open: dict[str, str] = {}
+        """Call id -> tool name of the calls of `items` without a result yet."""
 
     async def catch_up(self, storage: Storage) -> list[Logged]:
         """Read what the log gained since this view last saw it; those entries."""
@@ -120,17 +137,52 @@ class SessionView:
         elif isinstance(entry, CompactionEntry):
             self._compacted(logged.seq, entry)
         elif isinstance(entry, Conversational):
-            self.items.append(logged)
+            self._append(logged)
             if isinstance(entry, AnswerEntry) and entry.usage.input_tokens:
                 self._reported = (logged.seq, entry.usage.input_tokens)
+
+    def _append(self, logged: Logged) -> None:
+        cost = self.cost(logged)
+        self.items.append(logged)
+        self._shown.append(self._message(logged))
+        self._costs.append(cost)
+        self._total += cost
+        entry = logged.entry
+        if isinstance(entry, UserEntry):
+            self._users.append(logged.seq)
+        elif isinstance(entry, AnswerEntry):
+            self._open.update((call.id, call.name) for call in entry.calls)
+        elif isinstance(entry, ToolResultEntry):
+            self._open.pop(entry.call_id, None)
 
     def _compacted(self, seq: int, entry: CompactionEntry) -> None:
         if entry.stage == "summary":
             self.summary = entry
-            self.items = [item for item in self.items if item.seq > entry.through]
-        else:
-            self.mask_through = max(self.mask_through, entry.through)
+            self._drop_through(entry.through)
+        elif entry.through > self.mask_through:
+            self._mask(self.mask_through, entry.through)
         self._reported = (seq, entry.after_tokens)
+
+    def _drop_through(self, through: int) -> None:
+        """Leave out the items a summary covers (once per summary: what is left is counted
+        again, everything else is kept as it was)."""
+        start = bisect_right([item.seq for item in self.items], through)
+        del self.items[:start], self._shown[:start], self._costs[:start]
+        self._total = sum(self._costs)
+        self._users = [item.seq for item in self.items if isinstance(item.entry, UserEntry)]
+        self._open = dict(open_calls(self._shown))
+
+    def _mask(self, after: int, through: int) -> None:
+        """Show elided the results a mask newly covers, those after `after` up to `through`."""
+        self.mask_through = through
+        for index, item in enumerate(self.items):
+            if item.seq > through:
+                break
+            if item.seq > after and self.masks(item):
+                cost = self.cost(item)
+                self._total += cost - self._costs[index]
+                self._costs[index] = cost
+                self._shown[index] = self._message(item)
 
     @property
     def open_turn(self) -> Logged | None:
@@ -143,13 +195,14 @@ class SessionView:
         messages: list[Message] = []
         if self.summary is not None:
             messages.append(summary_message(self.summary.summary))
-        messages += [self._message(item) for item in self.items]
-        return close_open_calls(messages, pending)
+        messages += self._shown
+        if self._open.keys() - pending:  # a crash or a cancel left a call without its result
+            return close_open_calls(messages, pending)
+        return messages
 
     def unanswered(self, pending: Set[str]) -> list[tuple[str, str]]:
         """(id, tool name) of the calls left without a result but those in `pending`."""
-        messages = [self._message(item) for item in self.items]
-        return [(call, name) for call, name in open_calls(messages) if call not in pending]
+        return [(call, name) for call, name in self._open.items() if call not in pending]
 
     def _message(self, logged: Logged) -> Message:
         entry = logged.entry
@@ -180,9 +233,18 @@ class SessionView:
         (`base`: the tokens of the system prompt and tool schemas) when none counted."""
         if self._reported is not None:
             since, counted = self._reported
-            return counted + sum(self.cost(item) for item in self.items if item.seq >= since)
+            return counted + self._cost_since(since)
         summary = estimate(self.summary.summary) if self.summary is not None else 0
-        return base + summary + sum(self.cost(item) for item in self.items)
+        return base + summary + self._total
+
+    def _cost_since(self, since: int) -> int:
+        """The estimated tokens of the items from `since` on: the newest few, read from the end."""
+        cost = 0
+        for index in range(len(self.items) - 1, -1, -1):
+            if self.items[index].seq < since:
+                break
+            cost += self._costs[index]
+        return cost
 
     def cost(self, logged: Logged, mask_through: int | None = None) -> int:
         """One item's estimated tokens as the view shows it."""
@@ -200,7 +262,7 @@ class SessionView:
 
     def user_turns(self) -> list[int]:
         """The seq of each user message of the view, oldest first."""
-        return [item.seq for item in self.items if isinstance(item.entry, UserEntry)]
+        return list(self._users)
 
 
 class SessionViews:
