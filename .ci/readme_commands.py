@@ -57,13 +57,22 @@ def chat_reply(stdout: str) -> str:
 TROUBLE = re.compile(r"^amodal: (warning|error)|^[^ ]+: warning: |^Error: |^Traceback", re.M)
 
 
+# The example desk's team (agents/*: display names), as the question asks for it. The
+# offline model answers the same at temperature 0 and names them from the lead's
+# CONTEXT.md; a reply naming none of them lost the tour's point.
+TEAM = ("Desk Lead", "Researcher", "Writer", "Reviewer")
+
+
 def chat_problems(stdout: str, stderr: str) -> list[str]:
     """What is wrong with the first command's output: its chat must have printed a reply
-    from the offline model, and nothing a newcomer would read as a problem (a warning, an
-    error, a missing extra)."""
+    from the offline model that names someone of the team, and nothing a newcomer would
+    read as a problem (a warning, an error, a missing extra)."""
     problems = []
-    if not chat_reply(stdout):
+    reply = chat_reply(stdout)
+    if not reply:
         problems.append("the chat printed no reply")
+    elif not any(member.lower() in reply.lower() for member in TEAM):
+        problems.append(f"the reply names no one of the team ({', '.join(TEAM)})")
     if OFFLINE not in stderr:
         problems.append("the chat did not say it uses the offline model")
     for line in stderr.splitlines():

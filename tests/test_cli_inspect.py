@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.test_prompt import EXAMPLE_TEAM
+
 Amodal = Callable[..., Any]  # the `amodal` fixture of conftest.py
 
 INSPECT_KEYS = {
@@ -110,7 +112,7 @@ def test_inspect_shows_the_rendered_context_prompt_with_values_inert(
     )  # fmt: skip
     assert result.code == 0, result.stderr
     assert result.json()["context_prompt"] == (
-        "The person is looking at the review page, about {{ 7*7 }}."
+        f"{EXAMPLE_TEAM}\nThe person is looking at the review page, about {{{{ 7*7 }}}}."
     )
 
 
@@ -121,7 +123,7 @@ def test_inspect_applies_the_context_rules(amodal: Amodal, example_repo: Path) -
     )  # fmt: skip
     assert result.code == 0, result.stderr
     # The blank page is dropped (so its `{% if %}` is false), "0" is truthy.
-    assert result.json()["context_prompt"] == "They need the answer by 0."
+    assert result.json()["context_prompt"] == f"{EXAMPLE_TEAM}\nThey need the answer by 0."
 
 
 def test_inspect_main_shows_unscoped_chat(amodal: Amodal, example_repo: Path) -> None:

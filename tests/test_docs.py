@@ -150,13 +150,15 @@ def test_the_chat_check_wants_a_reply_from_the_offline_model_and_no_warning() ->
     pip = "Installing amodal ...\nCollecting x\nSuccessfully installed amodal-runtime-0.1 x-1\n"
     said = module.OFFLINE + " (smollm2, ...)\n(session 1a2b: ...)\n"
     pip_noise = "WARNING: Location 'file:///opt/pypi/simple/x/' is ignored\n"
-    assert module.chat_problems(pip + "Hello! We are a desk.\n", pip_noise + said) == []
+    team = "Hello! I'm your Desk Lead; we have a researcher, a writer and a reviewer.\n"
+    assert module.chat_problems(pip + team, pip_noise + said) == []
     assert module.chat_reply(pip + "Hello!\n") == "Hello!"
     assert module.chat_problems(pip, said) == ["the chat printed no reply"]
-    missing = "amodal.json: warning: MCP servers need the `mcp` extra: pip install ...\n"
-    assert module.chat_problems(pip + "Hi\n", missing + said) == [
-        f"the chat said: {missing.strip()}"
+    assert module.chat_problems(pip + "There is no one on this team.\n", said) == [
+        "the reply names no one of the team (Desk Lead, Researcher, Writer, Reviewer)"
     ]
+    missing = "amodal.json: warning: MCP servers need the `mcp` extra: pip install ...\n"
+    assert module.chat_problems(pip + team, missing + said) == [f"the chat said: {missing.strip()}"]
     failed = "Error: no model is configured. Either ...\n"
     assert "the chat did not say it uses the offline model" in module.chat_problems(pip, failed)
 

@@ -282,13 +282,31 @@ def test_base_prompt_replaces_every_layer_of_unscoped_chat_only(example_repo: Pa
 
 # --- CONTEXT.md ---------------------------------------------------------------------
 
+# The example's CONTEXT.md names the team first, on every turn (the offline model answers
+# "who is on this team?" from the text nearest the question).
+EXAMPLE_TEAM = (
+    "The research desk's team: you, the Desk Lead, and your three specialists, the\n"
+    "Researcher, the Writer and the Reviewer."
+)
+
 
 def test_context_md_is_rendered_from_each_turns_scope(example_repo: Path) -> None:
     agent = load_bundle(example_repo).agents["default"]
-    assert context_prompt(agent, {"page": "review"}) == "The person is looking at the review page."
-    assert context_prompt(agent, {"page": "notes", "topic": "solar", "deadline": "Friday"}) == (
-        "The person is looking at the notes page, about solar.\nThey need the answer by Friday."
+    assert context_prompt(agent, {"page": "review"}) == (
+        f"{EXAMPLE_TEAM}\nThe person is looking at the review page."
     )
+    assert context_prompt(agent, {"page": "notes", "topic": "solar", "deadline": "Friday"}) == (
+        f"{EXAMPLE_TEAM}\nThe person is looking at the notes page, about solar.\n"
+        "They need the answer by Friday."
+    )
+    assert context_prompt(agent, {}) == EXAMPLE_TEAM  # no scope: only the fixed line
+
+
+def test_a_context_md_that_renders_empty_sends_no_message(make_repo: Callable[..., Path]) -> None:
+    context = "{% if scope.page %}On {{ scope.page }}.{% endif %}\n"
+    root = make_repo({"agents/default/CONTEXT.md": context})
+    agent = load_bundle(root).agents["default"]
+    assert context_prompt(agent, {"page": "review"}) == "On review."
     assert context_prompt(agent, {}) is None  # rendered empty: no message at all
 
 

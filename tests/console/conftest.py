@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,11 @@ DESK_REPO: dict[str, Any] = {
 HTML_REPLY = '<script>window.pwned = 2</script><img src=x onerror="window.pwned=3"> <b>bold</b>'
 SPECIALISTS = ("researcher", "writer", "reviewer")
 INVOICES = ["INV-41", "INV-42"]
+SLOW_START = "Let me ask the researcher first."
+SLOW_END = "The researcher has answered: here it is."
+# The end of the desk's slow reply waits for this (the `held_end` fixture sets it when the
+# test lets go): a reload lands mid-turn by a state, not by a race against a timer.
+HELD_END = threading.Event()
 
 
 def desk_answer(request: RecordedRequest) -> Step | str:
@@ -140,6 +146,12 @@ def desk_answer(request: RecordedRequest) -> Step | str:
             return f"{name} finished"
     said = (request.last_user or "").lower()
     results = [m for m in request.messages[-1:] if m["role"] == "tool"]
+    if "slowly" in said:
+        if not results:
+            calls = [{"subagent": "researcher", "task": "researcher: look it up"}]
+            return tool_call("call_subagent", {"calls": calls}, text=SLOW_START)
+        HELD_END.wait(STATE_TIMEOUT_MS / 1000)
+        return reply(SLOW_END)
     if results:
         if "charge" not in said:
             return reply("The team finished.")
@@ -169,6 +181,16 @@ def console_stress() -> Iterator[None]:
         return
     with busy_core(seconds):
         yield
+
+
+@pytest.fixture
+def held_end() -> Iterator[threading.Event]:
+    """Holds the end of the desk's slow reply until the test sets the event (or ends)."""
+    HELD_END.clear()
+    try:
+        yield HELD_END
+    finally:
+        HELD_END.set()
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from tests.console.conftest import (
     BOB_KEY,
     HTML_REPLY,
     OPERATOR_TOKEN,
+    SLOW_END,
+    SLOW_START,
     SPECIALISTS,
     Desk,
     screenshot,
@@ -281,7 +284,9 @@ def test_picking_another_agent_hands_the_session_over_and_each_reply_keeps_its_a
     send(page, "Over to you")
 
     expect(page.get_by_text("Handoff: default → researcher")).to_be_visible()
-    expect(page.locator('[data-agent="researcher"]')).to_contain_text("researcher finished")
+    researcher = page.locator('[data-agent="researcher"]')
+    expect(researcher).to_contain_text("researcher finished")
+    expect(researcher).to_have_attribute("aria-busy", "false")  # its `done` came: all logged
     page.reload()
     expect(page.get_by_role("combobox", name="Agent")).to_have_value("researcher")
     expect(page.locator("article.reply")).to_have_count(2)
@@ -299,6 +304,7 @@ def test_a_session_is_found_again_with_its_transcript_and_tree_after_a_reload(
     page.goto(desk.url + "/console/chat")
     send(page, "Please delegate this plan")
     expect(page.locator('[data-agent="default"]')).to_contain_text("The team finished.")
+    expect(page.locator('[data-agent="default"]')).to_have_attribute("aria-busy", "false")
     session_id = page.url.split("session=")[1]
 
     page.reload()  # the chat comes back from the session's log
@@ -319,6 +325,38 @@ def test_a_session_is_found_again_with_its_transcript_and_tree_after_a_reload(
         specialist = root.get_by_role("treeitem", name=name, exact=True)
         expect(specialist.locator(".status")).to_have_text("ok")
     screenshot(page, "session")
+
+
+def test_a_reload_while_a_reply_streams_in_follows_the_turn_to_its_end(
+    page: Page, desk: Desk, held_end: threading.Event
+) -> None:
+    sign_in(page, ALICE_KEY)
+    page.goto(desk.url + "/console/chat")
+    send(page, "Answer slowly, please")
+    reply = page.locator('article.reply[data-agent="default"]')
+    expect(reply).to_contain_text(SLOW_START)
+
+    page.reload()  # the turn runs on: the log holds it so far, the page follows the rest
+    expect(page.locator("article.from-user")).to_have_text(re.compile("Answer slowly, please$"))
+    expect(reply).to_contain_text(SLOW_START)
+    expect(reply).to_have_attribute("aria-busy", "true")
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()  # the session is busy
+    session_id = page.url.split("session=")[1]
+    listed = page.context.new_page()  # the session's own page, opened mid-turn, follows too
+    sign_in(listed, ALICE_KEY)
+    listed.goto(f"{desk.url}/console/sessions/{session_id}")
+    listed_reply = listed.locator('article.reply[data-agent="default"]')
+    expect(listed_reply).to_contain_text(SLOW_START)
+    expect(listed_reply).to_have_attribute("aria-busy", "true")
+    held_end.set()
+    expect(reply).to_contain_text(SLOW_END)
+    expect(reply).to_have_attribute("aria-busy", "false")
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    expect(listed_reply).to_contain_text(SLOW_END)
+    expect(listed_reply).to_have_attribute("aria-busy", "false")
+    root = page.get_by_role("treeitem", name="default", exact=True)
+    expect(root.locator(".status").first).to_have_text("ok")
+    expect(root.get_by_role("treeitem", name="researcher").locator(".status")).to_have_text("ok")
 
 
 def test_an_end_user_lists_only_their_own_sessions(page: Page, desk: Desk) -> None:

@@ -4,7 +4,7 @@
 
 import { api, caller } from "./api.js";
 import { h, pages, show } from "./dom.js";
-import { follow, streamTurn } from "./sse.js";
+import { ended, followOn, streamTurn } from "./sse.js";
 import { Transcript } from "./transcript.js";
 import { RunTree } from "./tree.js";
 
@@ -89,6 +89,19 @@ async function decide(callId, approve) {
 }
 
 async function run(path, body) {
+  await turn(async (current) => {
+    const how = await streamTurn(path, body, (event) => {
+      if (!current()) return;
+      if (sessionId === null) adopt(event.session_id);
+      transcript.apply(event);
+    });
+    if (how === "lost" && current()) await recover(current);
+  });
+}
+
+/** Do `work(current)` as this page's turn: after the one before it, with Send disabled
+ * meanwhile; `current()` is false once "New chat" was pressed. */
+async function turn(work) {
   const mine = generation;
   const current = () => mine === generation;
   const previous = inflight;
@@ -98,12 +111,7 @@ async function run(path, body) {
   send.disabled = true;
   await previous;
   try {
-    const ended = await streamTurn(path, body, (event) => {
-      if (!current()) return;
-      if (sessionId === null) adopt(event.session_id);
-      transcript.apply(event);
-    });
-    if (ended === "lost" && current()) await recover(current);
+    await work(current);
   } catch (error) {
     if (current()) transcript.problem(error.message);
   } finally {
@@ -116,32 +124,35 @@ async function run(path, body) {
   if (current()) await refreshTree();
 }
 
-/** Draw the session from its log (a reload, or a link from the Sessions page). */
+/** Draw the session from its log (a reload, or a link from the Sessions page). A turn
+ * still running (the page was reloaded while a reply streamed in) is followed to its end,
+ * as the turn this page sends would be. */
 async function reopen() {
+  let session;
   try {
-    const session = await redraw();
+    session = await redraw();
     if (session.events.length > 0) picker.value = session.agent;
-    await refreshTree();
+    if (ended(session.events)) return await refreshTree();
   } catch (error) {
     adopt(null);
     transcript.problem(`Could not open the session: ${error.message}`);
+    return;
   }
+  await turn(async (current) => {
+    const draw = (event) => current() && transcript.apply(event);
+    const how = await followOn(sessionId, session.events, draw);
+    if (how !== "done" && current()) await recover(current);
+  });
 }
 
 /** The stream broke before `done`: draw what the log holds, then follow the turn to its end. */
-// An event id is SEQ, or SEQ:K for the K-th event one log entry stands for (SPEC 12).
-const WHOLE_ENTRY = 9999;
-
 async function recover(current) {
+  const draw = (event) => current() && transcript.apply(event);
   for (let attempt = 0; attempt < 120 && current(); attempt += 1) {
     const session = await redraw();
     transcript.note("The connection to this turn was lost: this is the session's log.");
-    const last = session.events.at(-1);
-    if (last === undefined || last.type === "done") return;
-    const draw = (event) => current() && transcript.apply(event);
-    // The log drew entry `last.seq` whole: follow from past every event it stands for.
-    const followed = await follow(sessionId, `${last.seq}:${WHOLE_ENTRY}`, draw);
-    if (followed === "done") return;
+    if (ended(session.events)) return;
+    if ((await followOn(sessionId, session.events, draw)) === "done") return;
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
   if (current()) transcript.problem("The turn has not finished yet: reload the page later.");

@@ -1,7 +1,9 @@
-// Session: its transcript (each reply with the agent that wrote it) and its run tree.
+// Session: its transcript (each reply with the agent that wrote it) and its run tree; a
+// turn still running is followed to its end.
 
 import { api, caller } from "./api.js";
 import { h, notice, pages, show, when } from "./dom.js";
+import { ended, followOn } from "./sse.js";
 import { Transcript } from "./transcript.js";
 import { RunTree } from "./tree.js";
 
@@ -32,6 +34,12 @@ try {
   );
   for (const event of session.events) transcript.apply(event);
   tree.load(runs.runs);
+  // A turn still running (opened while a reply streams in): its events as they come, then
+  // the tree as the turn left it.
+  const apply = (event) => transcript.apply(event);
+  if (!ended(session.events) && (await followOn(id, session.events, apply)) === "done") {
+    tree.load((await api(`/sessions/${encodeURIComponent(id)}/runs`)).runs);
+  }
 } catch (error) {
   show(facts, notice(error.message, { problem: true }));
 }

@@ -48,6 +48,25 @@ export async function follow(sessionId, after, onEvent) {
   return readEvents(response, onEvent);
 }
 
+// An event id is SEQ, or SEQ:K for the K-th event one log entry stands for (SPEC 12).
+const WHOLE_ENTRY = 9999;
+
+/** Whether a session's logged events (`GET /sessions/{id}`) end with their turn's `done`
+ * (or there are none): false while a turn runs. */
+export function ended(events) {
+  const last = events.at(-1);
+  return last === undefined || last.type === "done";
+}
+
+/**
+ * Follow the running turn of a session drawn from its logged `events` to its `done`, from
+ * past every event the last of them stands for (the log drew that entry whole); as
+ * `follow`.
+ */
+export function followOn(sessionId, events, onEvent) {
+  return follow(sessionId, `${events.at(-1).seq}:${WHOLE_ENTRY}`, onEvent);
+}
+
 async function readEvents(response, onEvent) {
   try {
     for await (const frame of frames(response.body)) {
