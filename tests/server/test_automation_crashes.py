@@ -156,10 +156,12 @@ async def read_run(database: str, run_id: str) -> tuple[AutomationRunRecord, Sto
 def test_a_server_killed_while_delivering_has_its_outcome_delivered_by_a_worker(
     make_repo: Callable[..., Path],
     serve: Callable[..., ServeProcess],
-    database_url: str | None,
+    postgres_url: str,
     scripted_model: ScriptedModel,
     tmp_path: Path,
 ) -> None:
+    # Once, on PostgreSQL (the several-process deployment): the outbox's SQL is one
+    # implementation whose leases the storage contract checks on both backends.
     receiver = HeldReceiver()
     scripted_model.respond(lambda request: reply("The report."))
     repo = make_repo(
@@ -176,7 +178,7 @@ def test_a_server_killed_while_delivering_has_its_outcome_delivered_by_a_worker(
         "MODEL_MAIN": "scripted",
         "AMODAL_LEASE_SECONDS": "2",  # how soon a dead holder's deliveries are taken over
         "AMODAL_DATA_DIR": str(tmp_path / "data"),
-        **({"DATABASE_URL": database_url} if database_url else {}),
+        "DATABASE_URL": postgres_url,
     }
     worker = WorkerProcess(repo, env, "--no-reload")
     try:
@@ -190,7 +192,7 @@ def test_a_server_killed_while_delivering_has_its_outcome_delivered_by_a_worker(
         victim.process.wait(10)
         # The worker's sweep takes the lapsed delivery lease and sends it again.
         wait_for(lambda: len(receiver.posts) >= 2, 30, "the delivery after the kill")
-        database = database_url or str(tmp_path / "data" / "amodal.db")
+        database = postgres_url
 
         def delivered() -> Any:
             found = anyio.run(read_run, database, run["run_id"])
