@@ -864,20 +864,7 @@ async def append(
 ) -> Logged:
     """Append one entry, shielded from cancellation (a cancelled turn still writes it)."""
     with anyio.CancelScope(shield=True):
-        logged = await _append(storage, session_id, entry, run_id, agent, bundle_version)
-    return logged
-
-
-async def _append(
-    storage: Storage,
-    session_id: str,
-    entry: LogEntry,
-    run_id: str,
-    agent: str,
-    bundle_version: str | None,
-) -> Logged:
-    """`append` without its shield, for callers inside one already."""
-    (logged,) = await _append_all(storage, session_id, (entry,), run_id, agent, bundle_version)
+        (logged,) = await _append_all(storage, session_id, (entry,), run_id, agent, bundle_version)
     return logged
 
 
@@ -890,8 +877,8 @@ async def _append_all(
     bundle_version: str | None,
     usage: UsageRecord | None = None,
 ) -> list[Logged]:
-    """Several entries of one run in one transaction; `usage`: the model call the last
-    one (an answer) ends, kept in the same transaction."""
+    """Several entries of one run in one transaction, for callers inside a shield already;
+    `usage`: the model call the last one (an answer) ends, kept in the same transaction."""
     last = len(entries) - 1
     stored = await storage.append_events(
         session_id,
