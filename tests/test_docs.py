@@ -103,7 +103,7 @@ def test_the_readme_marks_the_two_commands_ci_runs_as_written() -> None:
     commands = readme_commands().commands((PROJECT_ROOT / "README.md").read_text("utf-8"))
     assert set(commands) == {"first", "test"}
     assert commands["first"].rstrip().endswith('amodal chat "Hello! Who is on this team?"')
-    assert commands["test"].rstrip().endswith("python -m pytest")
+    assert commands["test"].rstrip().endswith("python -m pytest -n 3")
     run = (PROJECT_ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "readme_commands.py first" in run and "readme_commands.py test" in run
     assert '-c "$first_command"' in run and '-c "$test_command"' in run
