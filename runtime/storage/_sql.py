@@ -189,6 +189,10 @@ class Dialect:
     the window held every match; else `session_matches` runs. None: no first try."""
     search_window: int
     """How many matches `session_window` (and SQLite's `session_matches`) rank at most."""
+    index_pending: tuple[str, ...]
+    """Run in one write transaction before a session search, to put the texts written since
+    the last one into the full-text index (SQLite indexes on read, PostgreSQL as rows are
+    written: none)."""
     owner_lock: str | None
     """Run first in a memory add, with one `?` naming the owner, so that concurrent adds of
     one owner count the entries one after another (None: the write lock does already)."""
@@ -210,6 +214,11 @@ def _marks(count: int) -> str:
 
 def _only(statement: Statement) -> Operation[Result]:
     return (yield statement)
+
+
+def _each(statements: Sequence[Statement]) -> Operation[None]:
+    for statement in statements:
+        _ = yield statement  # each statement's result is sent back: no `yield from`
 
 
 def _dump_deliveries(deliveries: Sequence[JSONObject]) -> str:
@@ -302,12 +311,7 @@ class UsageSql:
 
     async def record_usage(self, record: UsageRecord) -> None:
         statements = self._usage_statements(record)
-
-        def keep() -> Operation[None]:
-            for statement in statements:
-                _ = yield statement  # each statement's result is sent back: no `yield from`
-
-        await self._write(keep)
+        await self._write(lambda: _each(statements))
 
     def _usage_statements(self, record: UsageRecord) -> tuple[Statement, ...]:
         """The record and its daily sums, checked first (bad numbers fail the caller,
@@ -1634,6 +1638,9 @@ class SqlStorage(UsageSql, abc.ABC):
         words = d.search_words(index_text(query))
         if words is None:
             return []
+        if d.index_pending:
+            pending = [Statement(sql, ()) for sql in d.index_pending]
+            await self._write(lambda: _each(pending))
         asked = (words, scope_id, owner, exclude_session or "", limit)
         window = None if d.session_window is None else Statement(*d.session_window(*asked))
         matches = Statement(*d.session_matches(*asked))

@@ -311,6 +311,7 @@ POSTGRES = Dialect(
     session_matches=_session_matches,
     session_window=None,
     search_window=0,
+    index_pending=(),  # the GIN index is kept as rows are written
     owner_lock="SELECT pg_advisory_xact_lock(hashtext(?))",
 )
 PostgresStorage.dialect = POSTGRES

@@ -420,6 +420,21 @@ _SESSION_WINDOW = f"""
 """
 
 
+_INDEX_PENDING = (
+    # Who may find each text (its session's scope and owner) is kept with it: the index's
+    # `delete` must be given the values it indexed.
+    """
+    UPDATE event_texts SET who = (
+        SELECT amodal_search_key(scope_id, owner) FROM sessions WHERE id = event_texts.session_id
+    ) WHERE indexed = 0
+    """,
+    "INSERT INTO event_search (rowid, text, who) SELECT n, text, who FROM event_texts "
+    "WHERE indexed = 0",
+    "UPDATE event_texts SET indexed = 1 WHERE indexed = 0",
+)
+"""Puts the texts written since the last search into the index, in one segment (m015)."""
+
+
 def _session_window(
     words: str, scope_id: str, owner: str | None, exclude: str, limit: int
 ) -> tuple[str, list[Any]]:
@@ -462,6 +477,7 @@ SQLITE = Dialect(
     session_matches=_session_matches,
     session_window=_session_window,
     search_window=SEARCH_WINDOW,
+    index_pending=_INDEX_PENDING,
     owner_lock=None,  # BEGIN IMMEDIATE holds the whole database
 )
 SqliteStorage.dialect = SQLITE

@@ -182,6 +182,30 @@ async def test_a_deleted_session_leaves_the_search(storage: Storage) -> None:
     assert await storage.search_sessions("acme", "alice", "lighthouse") == []
 
 
+async def test_texts_written_between_searches_are_found_and_deleted_ones_are_not(
+    storage: Storage, second_storage: Storage
+) -> None:
+    # SQLite indexes a text when someone searches (m015): what was written since the last
+    # search, by this process or another, is found by the next one; a session deleted
+    # before or after its texts reached the index leaves no match behind.
+    for name in ("a1", "a2", "a3"):
+        await storage.create_session(session_record(name, scope_id="acme", owner="alice"))
+    await searchable(storage, "a1", "the lighthouse keeper")
+    assert [m.session_id for m in await storage.search_sessions("acme", "alice", "lighthouse")] == [
+        "a1"
+    ]
+    await searchable(second_storage, "a2", "a lighthouse at dusk")
+    await searchable(storage, "a3", "lighthouse stairs")
+    assert await storage.delete_session("a3")  # never indexed
+    found = await second_storage.search_sessions("acme", "alice", "lighthouse")
+    assert {m.session_id for m in found} == {"a1", "a2"}
+    assert await storage.delete_session("a1")  # indexed
+    await searchable(storage, "a2", "the lighthouse lamp")
+    found = await storage.search_sessions("acme", "alice", "lighthouse")
+    assert [m.session_id for m in found] == ["a2", "a2"]
+    assert await storage.search_sessions("acme", "alice", "keeper") == []
+
+
 async def test_a_search_text_the_database_cannot_hold_is_indexed_cleaned(storage: Storage) -> None:
     await storage.create_session(session_record("a1", scope_id="acme", owner="alice"))
     text = "nul\x00byte and a lone \ud800 surrogate near the harbour"

@@ -236,3 +236,41 @@ async def test_a_migration_with_several_statements_runs_them_all(tmp_path):
     finally:
         connection.close()
     assert {"one", "two"} <= tables
+
+
+def _index_is_sound(path: Path) -> None:
+    """FTS5's own check that its index matches the texts it indexes (raises if not)."""
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute("INSERT INTO event_search (event_search) VALUES ('integrity-check')")
+    finally:
+        connection.close()
+
+
+async def test_texts_indexed_before_m015_stay_found_and_leave_the_index_when_deleted(tmp_path):
+    from runtime.storage import NewEvent
+
+    def said(text: str) -> NewEvent:
+        return NewEvent("user", {"text": text}, "r", "helper", "v1", search_text=text)
+
+    path = tmp_path / "old.db"
+    before = [m for m in SQLITE_MIGRATIONS if m.name < "m015"]
+    assert len(before) == len(SQLITE_MIGRATIONS) - 1  # m015 is the last: this test is its
+    old = await SqliteStorage.open(path, migrations=tuple(before))
+    for name in ("a1", "a2"):
+        await old.create_session(session_record(name, scope_id="acme", owner="alice"))
+    await old.append_events("a1", [said("the old lighthouse")])  # indexed by the old trigger
+    await old.close()
+
+    new = await open_storage(path)
+    try:
+        await new.append_events("a2", [said("a new lighthouse")])  # indexed when searched
+        found = await new.search_sessions("acme", "alice", "lighthouse")
+        assert {m.session_id for m in found} == {"a1", "a2"}
+        assert await new.delete_session("a1")
+        await new.append_events("a2", [said("lighthouse again")])
+        assert await new.delete_session("a2")  # one text indexed, one not yet
+        assert await new.search_sessions("acme", "alice", "lighthouse") == []
+    finally:
+        await new.close()
+    _index_is_sound(path)
