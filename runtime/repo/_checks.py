@@ -51,11 +51,11 @@ class _Memo:
         if self._passed is not None:
             return self._passed
         self._passed = set()
-        if os.environ.get("AMODAL_NO_CACHE", "") not in ("", "0"):
+        if not cache_enabled():
             return self._passed
         self._salt = _fingerprint()
         name = hashlib.blake2b(self._salt, digest_size=8).hexdigest()
-        self._file = _directory() / f"checks-{name}"
+        self._file = cache_directory() / f"checks-{name}"
         try:
             lines = self._file.read_text("ascii", errors="replace").split()
         except OSError:
@@ -96,7 +96,13 @@ class _Memo:
                 file.write(lines)
 
 
-def _directory() -> Path:
+def cache_enabled() -> bool:
+    """Whether the runtime keeps its caches on disk: `AMODAL_NO_CACHE=1` turns them off."""
+    return os.environ.get("AMODAL_NO_CACHE", "") in ("", "0")
+
+
+def cache_directory() -> Path:
+    """Where the runtime's caches live: this memo, and compiled repo Python (`_bytecode`)."""
     chosen = os.environ.get("AMODAL_CACHE_DIR")
     if chosen:
         return Path(chosen)

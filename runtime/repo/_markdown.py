@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
@@ -42,21 +42,32 @@ def split(text: str) -> Document:
 
 def headings(body: str) -> list[Heading]:
     """The ATX headings of `body`, skipping fenced code blocks."""
+    return list(iter_headings(body))
+
+
+def first_heading(body: str, level: int | None = None) -> Heading | None:
+    """The first heading of `body` (of `level`, when given): read no further than it."""
+    return next((h for h in iter_headings(body) if level is None or h.level == level), None)
+
+
+def iter_headings(body: str) -> Iterator[Heading]:
+    """The ATX headings of `body` in order, found as they are asked for."""
     if _OTHER_BREAKS.search(body):  # lines as str.splitlines cuts them
         return _headings(enumerate(body.splitlines()))
+    return _headings(_candidates(body))
+
+
+def _candidates(body: str) -> Iterator[tuple[int, str]]:
     # Only lines starting with `#`, a backtick or `~` can be a heading or a fence: one
     # regex finds them, instead of a Python step for every line of every file.
-    candidates = []
     index = position = 0
     for match in _CANDIDATE.finditer(body):
         index += body.count("\n", position, match.start())
         position = match.start()
-        candidates.append((index, match.group()))
-    return _headings(candidates)
+        yield index, match.group()
 
 
-def _headings(lines: Iterable[tuple[int, str]]) -> list[Heading]:
-    found = []
+def _headings(lines: Iterable[tuple[int, str]]) -> Iterator[Heading]:
     fence: str | None = None
     for index, line in lines:
         if line.lstrip(" \t")[:1] not in ("#", "`", "~"):
@@ -68,17 +79,21 @@ def _headings(lines: Iterable[tuple[int, str]]) -> list[Heading]:
         if fence is None:
             match = _HEADING.match(line)
             if match:
-                found.append(Heading(len(match.group(1)), match.group(2).strip(), index))
-    return found
+                yield Heading(len(match.group(1)), match.group(2).strip(), index)
 
 
-def section(body: str, title: str) -> tuple[str, int] | None:
-    """The text under the level-2 heading `title` up to the next level-1/2 heading,
-    with its line index within the body; None without such a heading."""
-    lines = body.splitlines(keepends=True)
+def sections(body: str, titles: Iterable[str]) -> dict[str, tuple[str, int]]:
+    """The text under each level-2 heading of `titles` up to the next level-1/2 heading, with
+    its line index within the body, by lowercased title (the first such heading of each;
+    a title without one is left out). `body` is read once for all of them."""
+    wanted = {title.lower() for title in titles}
+    found: dict[str, tuple[str, int]] = {}
+    lines: list[str] | None = None
     all_headings = headings(body)
     for position, heading in enumerate(all_headings):
-        if heading.level == 2 and heading.title.lower() == title.lower():
+        key = heading.title.lower()
+        if heading.level == 2 and key in wanted and key not in found:
+            lines = body.splitlines(keepends=True) if lines is None else lines
             end = next((h.index for h in all_headings[position + 1 :] if h.level <= 2), len(lines))
-            return "".join(lines[heading.index + 1 : end]), heading.index + 1
-    return None
+            found[key] = "".join(lines[heading.index + 1 : end]), heading.index + 1
+    return found

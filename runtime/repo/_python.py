@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runtime.repo._bytecode import compiled
 from runtime.repo._report import Report
 
 
@@ -20,7 +21,7 @@ def run_module(path: Path, text: str, relative: str, report: Report) -> dict[str
     """Execute a repo Python file; its globals, or None after reporting why it failed."""
     filename = str(path)
     try:
-        code = compile(text, filename, "exec", dont_inherit=True)
+        code = compiled(text, filename)
     except SyntaxError as error:
         report.error(relative, f"Python syntax error: {error.msg}", line=error.lineno)
         return None

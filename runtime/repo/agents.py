@@ -287,7 +287,8 @@ def _read_agent_md(
         elif isinstance(data, dict):
             front = (data, source)
 
-    config_section = _markdown.section(document.body, "Config")
+    found_sections = _markdown.sections(document.body, ("Config", "Prompt"))
+    config_section = found_sections.get("config")
     if config_section is not None:
         report.warn(
             relative,
@@ -295,7 +296,7 @@ def _read_agent_md(
             "agent.json, agent.py or the frontmatter",
             line=document.body_line + config_section[1] - 1,
         )
-    found = _markdown.section(document.body, "Prompt")
+    found = found_sections.get("prompt")
     body, offset = found if found else (document.body, 0)
     stripped = body.lstrip("\n")
     first_line = document.body_line + offset + body[: len(body) - len(stripped)].count("\n")

@@ -32,7 +32,8 @@ def _load_document(reader: Reader, relative: str, name: str) -> KnowledgeDocumen
     if text is None:
         return None
     body = _markdown.split(text).body
-    title = next((h.title for h in _markdown.headings(body) if h.level == 1), name)
+    first = _markdown.first_heading(body, level=1)
+    title = first.title if first is not None else name
     title = title.removeprefix("Knowledge:").strip() or name
     if not body.strip():
         reader.report.warn(relative, "the document is empty")

@@ -60,9 +60,8 @@ def load_skills(reader: Reader) -> LoadedSkills:
 def _heading_name(data: bytes) -> list[str]:
     """The `# Skill:` name of a file that failed to load, so references to it are not
     reported as unknown on top of its own error."""
-    body = _markdown.split(data.decode("utf-8", "replace")).body
-    headings = _markdown.headings(body)
-    match = _SKILL_HEADING.match(headings[0].title) if headings else None
+    heading = _markdown.first_heading(_markdown.split(data.decode("utf-8", "replace")).body)
+    match = _SKILL_HEADING.match(heading.title) if heading else None
     return [match.group(1).strip()] if match else []
 
 
@@ -89,8 +88,8 @@ def _load_skill(reader: Reader, relative: str, folder: str) -> LoadedSkill | Non
     if front is None:
         return None
 
-    headings = _markdown.headings(document.body)
-    heading = headings[0] if headings and headings[0].level == 1 else None
+    heading = _markdown.first_heading(document.body)
+    heading = heading if heading is not None and heading.level == 1 else None
     match = _SKILL_HEADING.match(heading.title) if heading else None
     name = match.group(1).strip() if match else (front.name or "").strip()
     if not name:
