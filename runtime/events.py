@@ -17,22 +17,13 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
+from runtime._outcomes import DoneReason as DoneReason
+from runtime._outcomes import SpecialistStatus as SpecialistStatus
+from runtime._outcomes import ToolStatus as ToolStatus
+
 EVENT_ID = re.compile(r"^[0-9]{1,18}(:[0-9]{1,9})?$")
 """An event's id: `SEQ` (its log entry) or `SEQ:K` (the K-th event of one entry), bounded
 so it fits the database's integers."""
-
-DoneReason = Literal[
-    "model_stop",
-    "stop_execution",
-    "max_tool_calls",
-    "budget_exhausted",
-    "awaiting_choice",
-    "awaiting_confirmation",
-    "cancelled",
-    "error",
-]
-ToolStatus = Literal["ok", "error", "denied", "timeout"]
-SpecialistStatus = Literal["ok", "error"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ HEAVY = (
     "rich",
     "runtime.api",
     "runtime.engine",
+    "runtime.events",
     "runtime.server",
     "runtime.storage",
 )
@@ -186,6 +187,37 @@ def test_only_commands_that_exit_at_once_turn_the_garbage_collector_off() -> Non
     assert {name for name, row in COMMANDS.items() if not row.one_shot} >= {
         "chat", "serve", "mcp", "eval"
     }  # fmt: skip
+
+
+def test_one_shot_commands_skip_pydantic_s_plugin_scan_and_give_the_switch_back() -> None:
+    # pydantic looks for plugins in every installed distribution's entry points when it
+    # builds its first validator; a command that checks files and exits never scans.
+    probe = (
+        "import os, sys\n"
+        + _RUN.replace(
+            "print(json.dumps(",
+            "from pydantic.plugin import _loader\n"
+            "print(_loader._plugins is None, os.environ.get('PYDANTIC_DISABLE_PLUGINS'),"
+            " json.dumps(",
+        )
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+
+    def run(*args: str, env: dict[str, str]) -> tuple[str, str]:
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *args],
+            capture_output=True, text=True, cwd=EXAMPLE, env=env, check=False,
+        )  # fmt: skip
+        never_scanned, switch, _ = done.stderr.strip().splitlines()[-1].split(" ", 2)
+        return never_scanned, switch
+
+    # Validated without a scan, and the switch is gone again afterwards (for a caller
+    # running the CLI in process, whose own models keep their plugins).
+    assert run("validate", env=environ) == ("True", "None")
+    # A switch the person set is theirs: kept as it was.
+    assert run("validate", env={**environ, "PYDANTIC_DISABLE_PLUGINS": "logfire"}) == (
+        "False", "logfire"
+    )  # fmt: skip
 
 
 def test_validate_imports_eval_and_automation_formats_only_for_a_repo_with_them(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import gc
 import importlib
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,8 @@ class LazyCommand:
     summary: str  # the first paragraph of the command's help, as its docstring has it
     one_shot: bool = False
     """It reads or writes files and exits (validate, agents...): it runs with the cyclic
-    garbage collector off (reference counting still frees everything else)."""
+    garbage collector off (reference counting still frees everything else) and without
+    pydantic plugins."""
 
     def short_help(self, limit: int) -> str:
         """The summary shortened as click shortens a command's help for `--help`."""
@@ -43,19 +45,31 @@ class LazyCommand:
 # Importing the loader and its formats allocates objects by the hundred thousand, nearly
 # all of them kept (modules, classes, validators): the collector's young-generation passes
 # over them cost `amodal validate` about 30 ms of its CPU (a tenth) and free nothing a
-# process that exits in a second needs back. So a one-shot command runs with the collector
-# off; commands that keep running (chat, serve, mcp, eval) keep it on.
+# process that exits in a second needs back. And pydantic, on building its first
+# validator, looks for plugins in the entry points of every installed distribution:
+# another tenth, for plugins that observe a service's validations, which a command that
+# checks files and exits has no use for. So a one-shot command runs with the collector
+# off and without pydantic plugins (unless PYDANTIC_DISABLE_PLUGINS says otherwise);
+# commands that keep running (chat, serve, mcp, eval) keep both.
+
+_PLUGINS_SWITCH = "PYDANTIC_DISABLE_PLUGINS"
 
 
-def _collector_off(invoke: Callable[[click.Context], Any]) -> Callable[[click.Context], Any]:
+def _one_shot(invoke: Callable[[click.Context], Any]) -> Callable[[click.Context], Any]:
     @functools.wraps(invoke)
     def run(ctx: click.Context) -> Any:
         was_on = gc.isenabled()
+        plugins_set = _PLUGINS_SWITCH in os.environ
         gc.disable()
+        if not plugins_set:
+            os.environ[_PLUGINS_SWITCH] = "__all__"  # read each time pydantic builds one
         try:
             return invoke(ctx)
         finally:
-            if was_on:  # a caller running the CLI in process gets its collector back
+            # A caller running the CLI in process gets its collector and plugins back.
+            if not plugins_set:
+                os.environ.pop(_PLUGINS_SWITCH, None)
+            if was_on:
                 gc.enable()
 
     return run
@@ -76,7 +90,7 @@ class LazyGroup(click.Group):
             row = self.lazy[cmd_name]
             command = row.load()
             if row.one_shot:
-                command.invoke = _collector_off(command.invoke)  # type: ignore[method-assign,assignment]
+                command.invoke = _one_shot(command.invoke)  # type: ignore[method-assign,assignment]
             self.add_command(command, cmd_name)  # imported once per process
         return super().get_command(ctx, cmd_name)
 

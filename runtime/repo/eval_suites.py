@@ -36,7 +36,7 @@ from pydantic import (
 )
 from pydantic import StrictStr as _StrictStr
 
-from runtime.events import DoneReason
+from runtime._outcomes import DoneReason
 
 Text = Annotated[_StrictStr, StringConstraints(min_length=1)]
 OneLine = Annotated[
