@@ -51,3 +51,30 @@ async def test_turns_leave_no_stream_unclosed(
         gc.collect()
     leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert not leaks, leaks
+
+
+async def test_a_process_keeps_a_bounded_number_of_sessions_and_their_prompts_stay_byte_stable(
+    make_repo: Callable[..., Path], scripted_model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server runs sessions by the million: it keeps the views and prompts of the newest
+    # few only. A session it dropped is read back from its log, its system prompt too, so
+    # the model sees the same bytes (the AGENT.md scope of the session's first turn).
+    from runtime.engine import view
+    from runtime.surface.prompt import SessionPrompt
+
+    monkeypatch.setattr(view, "KEPT_SESSIONS", 2)
+    repo = make_repo({"agents/default/AGENT.md": "You started on the {{ scope.page }} page.\n"})
+    for _ in range(7):
+        scripted_model.reply("ok")
+    async with Runtime.open(repo) as rt:
+        first = await rt.chat("hi", context={"page": "review"})
+        for page in ("a", "b", "c", "d", "e"):  # other sessions push the first one out
+            await rt.chat("hi", context={"page": page})
+        gc.collect()
+        kept = [o for o in gc.get_objects() if isinstance(o, SessionPrompt)]
+        assert len(kept) <= 2
+        await rt.chat("again", session_id=first.session_id, context={"page": "home"})
+    requests = scripted_model.requests
+    assert "You started on the review page." in (requests[0].system or "")
+    assert requests[6].last_user == "again"
+    assert requests[6].system == requests[0].system

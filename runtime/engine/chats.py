@@ -409,7 +409,6 @@ class ChatService:
     async def delete_session(self, session_id: str, caller: Caller) -> None:
         await self._session(session_id, caller)
         await self.storage.delete_session(session_id)
-        self.services.prompts.pop(session_id, None)
         self.services.views.drop(session_id)
 
     async def _session_if_any(self, session_id: str, caller: Caller) -> SessionRecord | None:

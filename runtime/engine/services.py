@@ -11,7 +11,6 @@ from runtime.observe import NO_OBSERVERS, Observers
 from runtime.outside.mcp import McpServers
 from runtime.outside.rest import Connections
 from runtime.storage import Storage
-from runtime.surface.prompt import SessionPrompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,10 +22,6 @@ class Services:
     """The HTTP client of REST connections."""
     mcp: McpServers | None = None
     """The MCP servers (None: no server runs, so none is ready)."""
-    prompts: dict[str, SessionPrompt] = field(default_factory=dict)
-    """Each session's system prompt, kept byte-stable between its turns."""
     views: SessionViews = field(default_factory=SessionViews)
-    """What each session's model is shown, kept in step with its log."""
-
-    def prompt(self, session_id: str) -> SessionPrompt:
-        return self.prompts.setdefault(session_id, SessionPrompt())
+    """What each session's model is shown, kept in step with its log, and its system
+    prompt (the sessions this process ran lately: a dropped one is read from the log)."""

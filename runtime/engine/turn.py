@@ -455,7 +455,7 @@ class Turn:
     async def _system_prompt(self, agent: AgentDefinition | None, surface: Surface) -> str:
         """The session's prompt: the stored one while its key holds (byte-stable across turns
         and restarts), else a new one, recorded for the next turns."""
-        cache = self.services.prompt(self.session.id)
+        cache = self._view.rendered
         stored = self._view.prompt
         if not cache.key and stored is not None:
             cache.text, cache.key = stored.text, stored.key

@@ -43,6 +43,7 @@ from runtime.engine.transcript import (
 )
 from runtime.models.messages import AssistantMessage, Message, ToolResultMessage
 from runtime.storage import Storage
+from runtime.surface.prompt import SessionPrompt
 
 MASK_OVER = 2_000
 """A compacted tool result longer than this many characters is shown elided."""
@@ -51,6 +52,8 @@ CHARS_PER_TOKEN = 4
 used only for what was appended since the endpoint last reported its count."""
 MESSAGE_TOKENS = 4
 """What a message costs besides its text (its role and framing)."""
+KEPT_SESSIONS = 1024
+"""How many sessions' views (and system prompts) a process keeps between their turns."""
 
 Conversational = UserEntry | SeedEntry | HandoffEntry | AnswerEntry | ToolResultEntry
 
@@ -107,6 +110,9 @@ class SessionView:
         """The seq of each user message of `items`."""
         self._open: dict[str, str] = {}
         """Call id -> tool name of the calls of `items` without a result yet."""
+        self.rendered = SessionPrompt()
+        """The system prompt as this process last rendered it (empty until a turn restores
+        `prompt` from the log or renders one)."""
 
     async def catch_up(self, storage: Storage) -> list[Logged]:
         """Read what the log gained since this view last saw it; those entries."""
@@ -267,10 +273,11 @@ class SessionView:
 
 class SessionViews:
     """The views of the sessions this process ran lately (a view is rebuilt from the log
-    when it was dropped: only its cost changes)."""
+    when it was dropped, its prompt restored from the log's newest: only its cost
+    changes), so a server's memory does not grow with every session it ever ran."""
 
-    def __init__(self, keep: int = 1024) -> None:
-        self._keep = keep
+    def __init__(self, keep: int | None = None) -> None:
+        self._keep = KEPT_SESSIONS if keep is None else keep
         self._views: OrderedDict[str, SessionView] = OrderedDict()
 
     def get(self, session_id: str) -> SessionView:
