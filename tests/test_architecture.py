@@ -15,7 +15,7 @@ import runtime
 ROOT = Path(runtime.__file__).parent
 
 LAYERS = (
-    ("_version", "_text", "_logs", "_jsonschema", "exceptions"),
+    ("_version", "_text", "_logs", "_jsonschema", "_outcomes", "exceptions"),
     ("events",),
     ("storage",),
     ("models",),
