@@ -49,8 +49,9 @@ class LazyCommand:
 # validator, looks for plugins in the entry points of every installed distribution:
 # another tenth, for plugins that observe a service's validations, which a command that
 # checks files and exits has no use for. So a one-shot command runs with the collector
-# off and without pydantic plugins (unless PYDANTIC_DISABLE_PLUGINS says otherwise);
-# commands that keep running (chat, serve, mcp, eval) keep both.
+# off and without pydantic plugins (unless PYDANTIC_DISABLE_PLUGINS says otherwise: the
+# switch is pydantic's own, an environment variable, so an MCP server `inspect` starts
+# inherits it); commands that keep running (chat, serve, mcp, eval) keep both.
 
 _PLUGINS_SWITCH = "PYDANTIC_DISABLE_PLUGINS"
 

@@ -42,15 +42,15 @@ def split(text: str) -> Document:
 
 def headings(body: str) -> list[Heading]:
     """The ATX headings of `body`, skipping fenced code blocks."""
-    return list(iter_headings(body))
+    return list(_iter_headings(body))
 
 
 def first_heading(body: str, level: int | None = None) -> Heading | None:
     """The first heading of `body` (of `level`, when given): read no further than it."""
-    return next((h for h in iter_headings(body) if level is None or h.level == level), None)
+    return next((h for h in _iter_headings(body) if level is None or h.level == level), None)
 
 
-def iter_headings(body: str) -> Iterator[Heading]:
+def _iter_headings(body: str) -> Iterator[Heading]:
     """The ATX headings of `body` in order, found as they are asked for."""
     if _OTHER_BREAKS.search(body):  # lines as str.splitlines cuts them
         return _headings(enumerate(body.splitlines()))
