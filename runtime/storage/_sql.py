@@ -296,6 +296,14 @@ _ADD_USAGE_DAY = (
     + ", cost_usd = CASE WHEN usage_days.cost_usd IS NULL AND excluded.cost_usd IS NULL "
     "THEN NULL ELSE COALESCE(usage_days.cost_usd, 0) + COALESCE(excluded.cost_usd, 0) END"
 )
+_ADD_SESSION_DAY = (
+    f"INSERT INTO usage_session_days ({_SESSION_DAY_COLUMNS}) VALUES ({_marks(10)}) "
+    "ON CONFLICT (session_id, day) DO UPDATE SET "
+    + ", ".join(f"{name} = usage_session_days.{name} + excluded.{name}" for name in _DAY_SUMS[:5])
+    + ", cost_usd = CASE WHEN usage_session_days.cost_usd IS NULL AND "
+    "excluded.cost_usd IS NULL THEN NULL ELSE COALESCE(usage_session_days.cost_usd, 0) "
+    "+ COALESCE(excluded.cost_usd, 0) END"
+)
 
 
 class UsageSql:
@@ -374,14 +382,7 @@ class UsageSql:
         )
 
         by_session = Statement(
-            f"INSERT INTO usage_session_days ({_SESSION_DAY_COLUMNS}) VALUES ({_marks(10)}) "
-            "ON CONFLICT (session_id, day) DO UPDATE SET "
-            + ", ".join(
-                f"{name} = usage_session_days.{name} + excluded.{name}" for name in _DAY_SUMS[:5]
-            )
-            + ", cost_usd = CASE WHEN usage_session_days.cost_usd IS NULL AND "
-            "excluded.cost_usd IS NULL THEN NULL ELSE COALESCE(usage_session_days.cost_usd, 0) "
-            "+ COALESCE(excluded.cost_usd, 0) END",
+            _ADD_SESSION_DAY,
             (
                 r.session_id,
                 row[8],
@@ -395,7 +396,6 @@ class UsageSql:
                 int(r.turn_first),
             ),
         )
-
         return insert, add, summed, by_session
 
     async def session_spent(self, session_id: str) -> Spend:
