@@ -144,13 +144,32 @@ def _python_module(module: str, *args: str) -> list[str]:
 class Worker:
     """A contender's process, driven by JSON lines (see bench._worker)."""
 
-    def __init__(self, name: str, urls: dict[str, str], cpu: int | None, log: IO[str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        urls: dict[str, str],
+        cpu: int | None,
+        log: IO[str],
+        tree: Path | None = None,
+    ) -> None:
+        """`tree`: run that checkout's worker and runtime instead of this one's
+        (bench.turn_against), with its bytecode written as an installed package has it."""
         self.name = name
         command = _python_module("bench._worker", name, "--urls", json.dumps(urls))
         if cpu is not None:
             command += ["--cpu", str(cpu)]
+        env = None
+        if tree is not None:
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            env["PYTHONPATH"] = str(tree)
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            cwd=tree,
+            env=env,
         )
         self.ready: dict[str, Any] | None = None
 

@@ -14,9 +14,9 @@ on both trees alike.
 
 Each tree runs its own `bench._worker` and `runtime` (PYTHONPATH and the working
 directory set to the tree), on this interpreter, with bytecode cached. The model server
-is this tree's, on CPU 0; the workers share CPU 1. It prints the CPU milliseconds a turn
-(`time.process_time` over each batch, median and minimum over every batch of the tree)
-and the ratios this / other.
+is this tree's, as `bench.peers` runs it, on CPU 0; the workers share CPU 1. It prints
+the CPU milliseconds a turn (`time.process_time` over each batch, median and minimum
+over every batch of the tree) and the ratios this / other.
 """
 
 from __future__ import annotations
@@ -25,79 +25,17 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from bench.peers import Cpus, Worker, model_servers
 
 HERE = Path(__file__).resolve().parents[1]
 
 
-def _environment(tree: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = str(tree)
-    return env
-
-
-@contextmanager
-def _model_server() -> Iterator[str]:
-    """This tree's scripted model servers; their URLs as the JSON line they print."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "bench._model_server", "--cpu", "0"],
-        cwd=HERE,
-        env=_environment(HERE),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stdin is not None and server.stdout is not None
-    try:
-        yield server.stdout.readline().strip()
-    finally:
-        server.stdin.close()  # it serves until its stdin closes
-        server.wait()
-
-
-class Worker:
-    """One `bench._worker` process of a tree, warmed up, answering one batch at a time."""
-
-    def __init__(self, tree: Path, contender: str, urls: str) -> None:
-        self.tree = tree
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "bench._worker", contender, "--urls", urls, "--cpu", "1"],
-            cwd=tree,
-            env=_environment(tree),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        if not self._answer().get("ready"):  # it warms up, then says so
-            raise SystemExit(f"{self.tree}: the worker did not start")
-
-    def _answer(self) -> dict[str, Any]:
-        out: IO[str] | None = self._process.stdout
-        assert out is not None
-        line = out.readline()
-        if not line:
-            raise SystemExit(f"{self.tree}: the worker exited (code {self._process.wait()})")
-        answer: dict[str, Any] = json.loads(line)
-        if "error" in answer:
-            raise SystemExit(f"{self.tree}: {answer['error']}")
-        return answer
-
-    def cpu_ms_a_turn(self, turns: int) -> float:
-        stdin = self._process.stdin
-        assert stdin is not None
-        stdin.write(json.dumps({"op": "turns", "n": turns}) + "\n")
-        stdin.flush()
-        return float(self._answer()["cpu_seconds"]) * 1000 / turns
-
-    def close(self) -> None:
-        if self._process.stdin is not None:
-            self._process.stdin.close()
-        self._process.wait()
+def _cpu_ms_a_turn(worker: Worker, turns: int) -> float:
+    return float(worker.ask(op="turns", n=turns)["cpu_seconds"]) * 1000 / turns
 
 
 def measure(
@@ -105,20 +43,23 @@ def measure(
 ) -> dict[str, list[float]]:
     """CPU ms a turn of every batch, by tree name."""
     batches: dict[str, list[float]] = {name: [] for name in trees}
-    with _model_server() as urls:
+    cpus = Cpus()
+    with model_servers(cpus) as (urls, _):
         # Started alternately, so neither tree's processes are all the older ones.
         workers = [
-            (name, Worker(tree, contender, urls))
+            (name, Worker(contender, urls, cpus.client, sys.stderr, tree=tree))
             for _ in range(processes)
             for name, tree in trees.items()
         ]
         try:
+            for _, worker in workers:
+                worker.ready = worker.read()  # warmed up
             for round_ in range(rounds):
                 for name, worker in workers if round_ % 2 == 0 else workers[::-1]:
-                    batches[name].append(worker.cpu_ms_a_turn(turns))
+                    batches[name].append(_cpu_ms_a_turn(worker, turns))
         finally:
             for _, worker in workers:
-                worker.close()
+                worker.stop()
     return batches
 
 
