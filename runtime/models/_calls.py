@@ -121,12 +121,20 @@ def scrub(text: str, endpoint: ModelEndpoint) -> str:
     return text
 
 
-async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The `data:` payloads of an event stream (comments, `event:` lines and the blank lines
-    between events skipped: every payload names its own type)."""
-    async for line in lines:
-        if line.startswith("data:"):
-            yield line[5:].strip()
+async def sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The `data:` payloads of an event stream, from the response body's bytes (comments,
+    `event:` lines and the blank lines between events skipped: every payload names its own
+    type). Lines end in LF or CRLF, as every model server sends them; they are split on the
+    bytes, so a character cut between two network reads is whole when it is decoded (the
+    SDKs' line iterators decode, then split, through two more layers per read)."""
+    rest = b""
+    async for piece in body:
+        *lines, rest = (rest + piece if rest else piece).split(b"\n")
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip().decode(errors="replace")
+    if rest.startswith(b"data:"):
+        yield rest[5:].strip().decode(errors="replace")
 
 
 def chunk(data: str) -> dict[str, Any]:
@@ -142,14 +150,14 @@ def chunk(data: str) -> dict[str, Any]:
     return cast(dict[str, Any], value)
 
 
-async def read_to_end(lines: AsyncIterator[str]) -> None:
+async def read_to_end(body: AsyncIterator[bytes]) -> None:
     """Reads what follows the end of an answer: normally only the end of the chunked body,
     already received. A response read to its end leaves its connection in the client's pool
     for the next call; one closed early takes the connection with it, and every model call
     would open a new one (a TCP and a TLS handshake). Bounded: a server that holds the
     stream open after the end costs `READ_TO_END_SECONDS`, then loses the connection."""
     with anyio.move_on_after(READ_TO_END_SECONDS):
-        async for _ in lines:
+        async for _ in body:
             pass
 
 

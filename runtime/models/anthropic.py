@@ -449,14 +449,14 @@ class AnthropicModel:
             cast_to=httpx2.Response,
             options={"headers": RAW_STREAM_HEADERS},
         )
-        lines = response.aiter_lines()
+        body = response.aiter_bytes()
         try:
-            async for data in sse_data(lines):
+            async for data in sse_data(body):
                 piece = assembler.add(chunk(data))
                 if piece:
                     yield piece
                 if assembler.stopped:
-                    await read_to_end(lines)
+                    await read_to_end(body)
                     break
         finally:
             await response.aclose()

@@ -261,12 +261,12 @@ class OpenAIModel:
             cast_to=httpx2.Response,
             options={"headers": RAW_STREAM_HEADERS},
         )
-        lines = response.aiter_lines()
+        body = response.aiter_bytes()
         try:
-            async for data in sse_data(lines):
+            async for data in sse_data(body):
                 if data == "[DONE]":
                     assembler.done = True
-                    await read_to_end(lines)
+                    await read_to_end(body)
                     break
                 delta = assembler.add(_checked(chunk(data)))
                 if delta:
