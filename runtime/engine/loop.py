@@ -567,6 +567,8 @@ async def _run_calls(
 
 async def _execute(spec: RunSpec, calls: list[ToolCallRequest]) -> list[_Outcome]:
     """Run calls concurrently (bounded); results come back in call order."""
+    if len(calls) == 1:  # most responses make one call: no task to start for it
+        return [await _observed_call(spec, calls[0])]
     results: list[_Outcome | None] = [None for _ in calls]
     limiter = anyio.CapacityLimiter(MAX_PARALLEL_TOOLS)
 
