@@ -134,6 +134,14 @@ class MemoryStorage:
         ]
         log.extend(stored)
         self._usage.extend(e.usage for e in events if e.usage is not None)
+        for e in events:  # not atomic with the append, as nothing here is
+            if e.starts_run is not None:
+                await self.start_run(e.starts_run)
+            if e.ends_run is not None:
+                end = e.ends_run
+                await self.end_run(end.run_id, end.status, end.usage, end.error, end.ended_at)
+            if e.releases_turn is not None:
+                await self.release_turn(session_id, e.releases_turn)
         return stored
 
     async def list_events(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:

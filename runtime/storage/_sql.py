@@ -83,6 +83,7 @@ from runtime.storage.records import (
     PendingConfirmation,
     QueuedTurn,
     QueueState,
+    RunEnd,
     RunStatus,
     SessionMatch,
     SessionRecord,
@@ -214,6 +215,18 @@ def _marks(count: int) -> str:
 
 def _only(statement: Statement) -> Operation[Result]:
     return (yield statement)
+
+
+def _changing(statement: Statement) -> Operation[None]:
+    """A write meant to change a row: its `missing` error (if it says one) when none was."""
+    if (yield statement).changed == 0 and statement.missing is not None:
+        raise statement.missing
+
+
+def _turn_release(session_id: str, holder: str) -> Statement:
+    return Statement(
+        "DELETE FROM turn_leases WHERE session_id = ? AND holder = ?", (session_id, holder)
+    )
 
 
 def _each(statements: Sequence[Statement]) -> Operation[None]:
@@ -399,21 +412,18 @@ class UsageSql:
         return insert, add, summed, by_session
 
     async def session_spent(self, session_id: str) -> Spend:
-        return await self._spend("session_id = ?", (session_id,))
+        statement = Statement(
+            "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost_usd), 0) "
+            "FROM usage_session_days WHERE session_id = ?",
+            (session_id,),
+        )
+        row = (await self._read(lambda: _only(statement))).one()
+        return Spend(int(row[0]), float(row[1])) if row is not None else Spend()
 
     async def owner_spent(self, owner: str | None, day: str) -> Spend:
         statement = Statement(
             "SELECT tokens, cost_usd FROM usage_owner_days WHERE owner_key = ? AND day = ?",
             (_owner_key(owner), day),
-        )
-        row = (await self._read(lambda: _only(statement))).one()
-        return Spend(int(row[0]), float(row[1])) if row is not None else Spend()
-
-    async def _spend(self, where: str, values: tuple[object, ...]) -> Spend:
-        statement = Statement(
-            "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost_usd), 0) "
-            f"FROM usage_records WHERE {where}",
-            values,
         )
         row = (await self._read(lambda: _only(statement))).one()
         return Spend(int(row[0]), float(row[1])) if row is not None else Spend()
@@ -794,6 +804,7 @@ class SqlStorage(UsageSql, abc.ABC):
             if event.usage is not None
             for statement in self._usage_statements(event.usage)
         ]
+        kept = [statement for event in events for statement in self._bookkeeping(session_id, event)]
 
         def append() -> Operation[int]:
             # One UPDATE both checks the session and reserves `count` seqs; the lock it
@@ -832,6 +843,8 @@ class SqlStorage(UsageSql, abc.ABC):
                 )
             for statement in spent:
                 _ = yield statement
+            for statement in kept:
+                yield from _changing(statement)
             return first
 
         first = await self._write(append)
@@ -848,6 +861,18 @@ class SqlStorage(UsageSql, abc.ABC):
             )
             for index, (event, text) in enumerate(zip(events, encoded, strict=True))
         ]
+
+    def _bookkeeping(self, session_id: str, event: NewEvent) -> list[Statement]:
+        """The run and lease writes an event carries (`NewEvent.starts_run` and so on)."""
+        kept = []
+        if event.starts_run is not None:
+            kept.append(self._run_start(event.starts_run))
+        if event.ends_run is not None:
+            kept.append(self._run_end(event.ends_run))
+        if event.releases_turn is not None:
+            # A lease lost to another holder meanwhile is not this event's: it stays.
+            kept.append(_turn_release(session_id, event.releases_turn))
+        return kept
 
     async def list_events(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         statement = Statement(
@@ -1173,6 +1198,10 @@ class SqlStorage(UsageSql, abc.ABC):
     # --- runs ------------------------------------------------------------------------
 
     async def start_run(self, record: AgentRunRecord) -> None:
+        statement = self._run_start(record)
+        await self._write(lambda: _only(statement))
+
+    def _run_start(self, record: AgentRunRecord) -> Statement:
         r = record
         check_status(r.status, RUN_STATUSES)
         if r.depth < 0:
@@ -1191,13 +1220,12 @@ class SqlStorage(UsageSql, abc.ABC):
             dump(r.usage, "usage"),
             r.error,
         )
-        statement = Statement(
+        return Statement(
             f"INSERT INTO runs ({RUN_COLUMNS}) VALUES ({_marks(11)})",
             row,
             exists=RecordExistsError("run", r.id),
             missing=RecordNotFoundError("session", r.session_id),
         )
-        await self._write(lambda: _only(statement))
 
     async def end_run(
         self,
@@ -1207,19 +1235,17 @@ class SqlStorage(UsageSql, abc.ABC):
         error: str | None = None,
         ended_at: datetime | None = None,
     ) -> None:
-        check_status(status, ("ok", "error", "partial"))
-        ended = self.dialect.time(ended_at or utc_now(), "ended_at")
-        values = (status, dump(usage, "usage"), error, ended, run_id)
+        statement = self._run_end(RunEnd(run_id, status, usage, error, ended_at))
+        await self._write(lambda: _changing(statement))
 
-        def end() -> Operation[None]:
-            result = yield Statement(
-                "UPDATE runs SET status = ?, usage = ?, error = ?, ended_at = ? WHERE id = ?",
-                values,
-            )
-            if result.changed == 0:
-                raise RecordNotFoundError("run", run_id)
-
-        await self._write(end)
+    def _run_end(self, end: RunEnd) -> Statement:
+        check_status(end.status, ("ok", "error", "partial"))
+        ended = self.dialect.time(end.ended_at or utc_now(), "ended_at")
+        return Statement(
+            "UPDATE runs SET status = ?, usage = ?, error = ?, ended_at = ? WHERE id = ?",
+            (end.status, dump(end.usage, "usage"), end.error, ended, end.run_id),
+            missing=RecordNotFoundError("run", end.run_id),
+        )
 
     async def list_runs(self, session_id: str) -> list[AgentRunRecord]:
         statement = Statement(
@@ -1310,9 +1336,7 @@ class SqlStorage(UsageSql, abc.ABC):
         return (await self._write(lambda: _only(statement))).changed == 1
 
     async def release_turn(self, session_id: str, holder: str) -> bool:
-        statement = Statement(
-            "DELETE FROM turn_leases WHERE session_id = ? AND holder = ?", (session_id, holder)
-        )
+        statement = _turn_release(session_id, holder)
         return (await self._write(lambda: _only(statement))).changed == 1
 
     # --- the turn queue ------------------------------------------------------------------

@@ -57,6 +57,16 @@ class NewEvent:
     usage: UsageRecord | None = None
     """The model call this event answers: its usage is kept in the same transaction as
     the event (as `record_usage` keeps it), so the log and the usage never disagree."""
+    starts_run: AgentRunRecord | None = None
+    """The run this event opens (a turn's first entries): recorded in the same
+    transaction, as `start_run` records it."""
+    ends_run: RunEnd | None = None
+    """How a run ended, recorded with the event that ends it (a turn's `done`), as
+    `end_run` records it."""
+    releases_turn: str | None = None
+    """The holder of the session's turn lease that this event gives up (a turn's `done`):
+    released in the same transaction (as `release_turn` releases it), so the session is
+    never free while its turn's end is unwritten."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +112,17 @@ class AgentRunRecord:
     status: RunStatus = "running"
     usage: JSONObject = field(default_factory=dict)
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """How a run ended, for `NewEvent.ends_run` (`RunStorage.end_run`'s arguments)."""
+
+    run_id: str
+    status: RunStatus
+    usage: JSONObject
+    error: str | None = None
+    ended_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

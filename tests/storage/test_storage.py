@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import Any
@@ -18,6 +19,7 @@ from runtime.storage import (
     PendingConfirmation,
     RecordExistsError,
     RecordNotFoundError,
+    RunEnd,
     Storage,
     StorageClosedError,
     utc_now,
@@ -694,6 +696,80 @@ async def test_only_the_holder_can_release_a_lease(storage):
     assert await storage.release_turn("s1", "turn-a") is True
     assert await storage.release_turn("s1", "turn-a") is False
     assert await storage.try_acquire_turn("s1", "turn-b", 30) is True
+
+
+# --- a turn's bookkeeping, in the transaction of its entries --------------------
+
+
+async def test_an_append_can_start_a_run_then_end_it_and_release_the_lease(storage):
+    await storage.create_session(session_record())
+    await storage.try_acquire_turn("s1", "turn-a", 30)
+    ended = T0 + timedelta(seconds=5)
+
+    await storage.append_events("s1", [new_event(1), replace(new_event(2), starts_run=run())])
+    (started,) = await storage.list_runs("s1")
+    assert started == run()
+    end = RunEnd("run-1", "partial", {"output_tokens": 7}, "the budget ran out", ended)
+    await storage.append_events("s1", [replace(new_event(3), ends_run=end, releases_turn="turn-a")])
+
+    (found,) = await storage.list_runs("s1")
+    assert (found.status, found.usage, found.error, found.ended_at) == (
+        "partial",
+        {"output_tokens": 7},
+        "the budget ran out",
+        ended,
+    )
+    assert [e.seq for e in await storage.list_events("s1")] == [1, 2, 3]
+    assert await storage.try_acquire_turn("s1", "turn-b", 30) is True  # released
+
+
+async def test_an_append_whose_run_end_names_no_run_writes_nothing(storage):
+    await storage.create_session(session_record())
+    await storage.try_acquire_turn("s1", "turn-a", 30)
+    end = RunEnd("ghost", "ok", {})
+
+    with pytest.raises(RecordNotFoundError, match="'ghost'"):
+        await storage.append_events(
+            "s1", [replace(new_event(1), starts_run=run(), ends_run=end, releases_turn="turn-a")]
+        )
+
+    assert await storage.list_events("s1") == []
+    assert await storage.list_runs("s1") == []
+    assert await storage.try_acquire_turn("s1", "turn-b", 30) is False  # still held
+
+
+async def test_an_append_starting_a_taken_run_id_writes_nothing(storage):
+    await storage.create_session(session_record())
+    await storage.start_run(run(label="first"))
+
+    with pytest.raises(RecordExistsError, match="'run-1'"):
+        await storage.append_events("s1", [replace(new_event(1), starts_run=run(label="again"))])
+
+    assert await storage.list_events("s1") == []
+    assert [r.label for r in await storage.list_runs("s1")] == ["first"]
+
+
+async def test_a_bad_run_end_is_refused_before_anything_is_written(storage):
+    await storage.create_session(session_record())
+    await storage.start_run(run())
+
+    with pytest.raises(ValueError, match="'running'"):
+        await storage.append_events(
+            "s1", [replace(new_event(1), ends_run=RunEnd("run-1", "running", {}))]
+        )
+
+    assert await storage.list_events("s1") == []
+    assert (await storage.list_runs("s1"))[0].status == "running"
+
+
+async def test_an_append_leaves_a_lease_another_holder_took(storage):
+    await storage.create_session(session_record())
+    await storage.try_acquire_turn("s1", "turn-b", 30)
+
+    await storage.append_events("s1", [replace(new_event(1), releases_turn="turn-a")])
+
+    assert [e.seq for e in await storage.list_events("s1")] == [1]
+    assert await storage.try_acquire_turn("s1", "turn-a", 30) is False
 
 
 async def test_renewing_keeps_the_lease_past_its_first_expiry(storage):
