@@ -201,8 +201,8 @@ class ChatService:
     async def _open(
         self, bundle: Bundle, request: ChatRequest, caller: Caller
     ) -> tuple[SessionRecord, bool, Rooting, Caller]:
-        """The request's session (created when new), whether it is new, its root, and the
-        caller as the turn sees it; raises what refuses the request."""
+        """The request's session (created when new), whether this call created it, its root,
+        and the caller as the turn sees it; raises what refuses the request."""
         session = None
         new_id = uuid.uuid4().hex
         if request.thread is not None:
@@ -221,15 +221,16 @@ class ChatService:
             operator=caller.operator,
             human_present=caller.human_present,
         )
-        created = session is None
+        created = False
         if session is None:
             metadata = {**request.metadata, FIRST_MESSAGE: first_message(request.message)}
-            session = await self._create(new_id, caller, rooting.agent, metadata)
+            session, created = await self._create(new_id, caller, rooting.agent, metadata)
         return session, created, rooting, caller
 
     async def _create(
         self, session_id: str, caller: Caller, agent: str, metadata: Mapping[str, Any]
-    ) -> SessionRecord:
+    ) -> tuple[SessionRecord, bool]:
+        """The new session, and whether this call created it."""
         now = utc_now()
         session = SessionRecord(
             session_id, caller.scope_id, caller.owner, agent, now, now, dict(metadata)
@@ -237,8 +238,8 @@ class ChatService:
         try:
             await self.storage.create_session(session)
         except RecordExistsError:  # a thread's first two turns at once: the other one won
-            return await self._session(session_id, caller)
-        return session
+            return await self._session(session_id, caller), False
+        return session, True
 
     async def take_over(self, expired: ExpiredTurn) -> Turn | None:
         """Take over the lease of a turn whose process died and return the turn that

@@ -64,8 +64,12 @@ class TurnLease:
         """Set when a renewal found another holder (this process could not renew in time)."""
 
     async def release(self) -> None:
-        self.keeper.forget(self)
+        self.released()
         await self.keeper.storage.release_turn(self.session_id, self.holder)
+
+    def released(self) -> None:
+        """Stop renewing it: it was released with the turn's last entry (`releases_turn`)."""
+        self.keeper.forget(self)
 
 
 class LeaseKeeper:

@@ -29,7 +29,15 @@ from runtime import events
 from runtime.events import EVENT_ID, CompactionStage, Done, DoneReason, Event, ToolStatus, Usage
 from runtime.exceptions import InvalidEventIdError
 from runtime.models import ToolCallRequest
-from runtime.storage import JSONObject, NewEvent, Storage, StoredEvent, UsageRecord
+from runtime.storage import (
+    AgentRunRecord,
+    JSONObject,
+    NewEvent,
+    RunEnd,
+    Storage,
+    StoredEvent,
+    UsageRecord,
+)
 from runtime.surface.caller import EarlierRole
 
 Position = tuple[int, int]
@@ -868,6 +876,20 @@ async def append(
     return logged
 
 
+@dataclass(frozen=True, slots=True)
+class Bookkeeping:
+    """What a turn's step writes besides its entries, in the same transaction: the root
+    run's record as the turn opens, its end and the session's lease as the turn ends."""
+
+    starts_run: AgentRunRecord | None = None
+    ends_run: RunEnd | None = None
+    releases_turn: str | None = None
+    """The lease's holder."""
+
+
+NO_BOOKKEEPING = Bookkeeping()
+
+
 async def _append_all(
     storage: Storage,
     session_id: str,
@@ -876,10 +898,13 @@ async def _append_all(
     agent: str,
     bundle_version: str | None,
     usage: UsageRecord | None = None,
+    kept: Bookkeeping = NO_BOOKKEEPING,
 ) -> list[Logged]:
     """Several entries of one run in one transaction, for callers inside a shield already;
-    `usage`: the model call the last one (an answer) ends, kept in the same transaction."""
+    `usage`: the model call the last one (an answer) ends, and `kept`, in the same
+    transaction."""
     last = len(entries) - 1
+    extra = (usage, kept.starts_run, kept.ends_run, kept.releases_turn)  # the last entry's
     stored = await storage.append_events(
         session_id,
         [
@@ -890,7 +915,7 @@ async def _append_all(
                 agent,
                 bundle_version,
                 _search_text(entry),
-                usage if index == last else None,
+                *(extra if index == last else ()),
             )
             for index, entry in enumerate(entries)
         ],
@@ -965,12 +990,25 @@ class SessionLog:
         self._streamed.add(run_id)
 
     async def record(
-        self, *entries: LogEntry, run_id: str, agent: str, usage: UsageRecord | None = None
+        self,
+        *entries: LogEntry,
+        run_id: str,
+        agent: str,
+        usage: UsageRecord | None = None,
+        kept: Bookkeeping = NO_BOOKKEEPING,
     ) -> list[Event]:
+        """`Recorder.record`, and what the step `kept` (the turn's own steps)."""
         with anyio.CancelScope(shield=True):  # the append, and telling the view of it
             async with self._lock:
                 logged = await _append_all(
-                    self._storage, self._session_id, entries, run_id, agent, self._version, usage
+                    self._storage,
+                    self._session_id,
+                    entries,
+                    run_id,
+                    agent,
+                    self._version,
+                    usage,
+                    kept,
                 )
                 found = [event for one in logged for event in wire_events(one)]
                 if run_id in self._streamed:

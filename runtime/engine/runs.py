@@ -48,7 +48,7 @@ from runtime.outside.rest import Connections
 from runtime.repo.bundle import AgentDefinition, Bundle
 from runtime.repo.model_bindings import model_card
 from runtime.repo.registry import CALL_SUBAGENT, MEMORY_ADD, REQUEST, SESSION_SEARCH
-from runtime.storage import AgentRunRecord, RunStatus, Storage, utc_now
+from runtime.storage import AgentRunRecord, RunEnd, RunStatus, Storage, utc_now
 from runtime.surface.prompt import memory_prompt, system_prompt
 from runtime.surface.resolution import Surface, SurfaceContext, read_only, resolve
 from runtime.tools import Tool, ToolContext, ToolError
@@ -92,6 +92,10 @@ class RunResult:
     def pending(self) -> PendingCall | None:
         return self.outcome.pending if self.outcome is not None else None
 
+    def end(self, run_id: str) -> RunEnd:
+        """The run's record as it ends now."""
+        return RunEnd(run_id, self.status, self.usage.as_json(), self.error, utc_now())
+
 
 async def recorded_run(
     storage: Storage,
@@ -102,18 +106,25 @@ async def recorded_run(
     *,
     resume: Resume | None = None,
     continuation: Continuation | None = None,
+    started: bool = False,
+    ended: Callable[[RunResult], None] | None = None,
 ) -> AsyncGenerator[Event | RunResult]:
     """One run with its record kept: start it, build its spec (`prepare`: tools, prompt,
     model), run the loop, and close the record whatever happens; the events, then one
     `RunResult`. A failure (an Exception) ends the run and is reported in the result, not
     raised; cancellation closes the record and propagates. A `continuation` goes on with a
     run a dead process recorded already (its record is closed again at the end).
+
+    `started`: the record was written already (with the turn's first entries); `ended`:
+    told of the result instead of closing the record, which its caller then writes with
+    an entry of its own (the turn's `done`), whether the run ended or was cancelled.
     """
-    try:
-        await storage.start_run(record)
-    except RecordExistsError:
-        if continuation is None:
-            raise  # a continued run was recorded by its dead process (unless it died first)
+    if not started:
+        try:
+            await storage.start_run(record)
+        except RecordExistsError:
+            if continuation is None:
+                raise  # a continued run was recorded by its dead process (unless it died first)
     usage = Usage()
     outcome: RunOutcome | None = None
     failure: Exception | None = None
@@ -133,10 +144,13 @@ async def recorded_run(
         failure, outcome = error, None
     finally:
         result = RunResult(outcome, usage, failure)
-        with anyio.CancelScope(shield=True):
-            await storage.end_run(
-                record.id, result.status, usage.as_json(), result.error, utc_now()
-            )
+        if ended is not None:
+            ended(result)
+        else:
+            with anyio.CancelScope(shield=True):
+                await storage.end_run(
+                    record.id, result.status, usage.as_json(), result.error, utc_now()
+                )
     yield result
 
 

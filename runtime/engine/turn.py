@@ -24,7 +24,9 @@ from runtime.engine.budget import Spender, turn_budget
 from runtime.engine.compaction import Compactor, SessionConversation, compactor_for
 from runtime.engine.leases import INTERRUPTED_RUN, TurnLease, recover
 from runtime.engine.log import (
+    NO_BOOKKEEPING,
     AnswerEntry,
+    Bookkeeping,
     ChoiceEntry,
     CompactionEntry,
     DoneEntry,
@@ -136,6 +138,10 @@ class Turn:
             spend=self.spend,
         )
         self._consumed = False
+        self._root_started = False
+        """The root run's record was written with the turn's first entries."""
+        self._root_result: RunResult | None = None
+        """How the root run ended: its record is closed with the turn's `done`."""
 
     @property
     def session_id(self) -> str:
@@ -214,15 +220,23 @@ class Turn:
         limit = (
             spend.exhausted.as_json() if spend.exhausted and reason == "budget_exhausted" else None
         )
-        done = await self._logged(DoneEntry(reason, self.spent, spend.turn_cost, limit))
-        await self.lease.release()
+        result = self._root_result
+        if result is None and self._root_started:  # the run never got going
+            result = RunResult(None, Usage())
+        kept = Bookkeeping(
+            ends_run=None if result is None else result.end(self.run_id),
+            releases_turn=self.lease.holder,
+        )
+        done = await self._logged(DoneEntry(reason, self.spent, spend.turn_cost, limit), kept=kept)
+        self.lease.released()
         self._scope.sink.close()
         return done
 
     async def _events(self) -> AsyncGenerator[Event]:
         bundle, storage, session = self.bundle, self.services.storage, self.session
         view = self._view
-        await view.catch_up(storage)
+        if not self.created:  # a session this turn created has no log to read yet
+            await view.catch_up(storage)
         self.spend.session_before(Spend(view.spent_tokens, view.spent_usd))
         if self.continuing:
             async with aclosing(self._continued()) as continued:
@@ -235,10 +249,17 @@ class Turn:
         definition = bundle.agents.get(self.agent) if self.agent != MAIN_AGENT else None
         caller = self.caller.surface_context(self.agent, self.context)
         surface = self._scope.resolve(self.agent, caller)
-        started = TurnEntry(self.agent, surface.fingerprint, self.context, self.created)
-        for event in await self._logged(started):
-            yield event  # `session`, first of every turn
-        waiting = await storage.list_pending(session.id)
+        waiting = [] if self.created else await storage.list_pending(session.id)
+        rerooting = self.rooting.changed and self.rooting.previous is not None
+        # The turn's opening entries are written in one step, up to its message; what is
+        # written between them (a denial, a handoff) first needs the turn's start logged.
+        opening: list[LogEntry] = [
+            TurnEntry(self.agent, surface.fingerprint, self.context, self.created)
+        ]
+        if waiting or self.withdrawing or rerooting:
+            for event in await self._logged(*opening):
+                yield event  # `session`, first of every turn
+            opening = []
         if self.withdrawing:
             for event in await self._deny_waiting(
                 waiting, "not approved: the request was cancelled"
@@ -249,25 +270,28 @@ class Turn:
         if self.message is not None:
             for event in await self._deny_waiting(waiting):
                 yield event
-        if self.rooting.changed and self.rooting.previous is not None:
+        if rerooting:
+            assert self.rooting.previous is not None
             for event in await self._reroot(self.rooting.previous, surface):
                 yield event
         changed = _surface_changed(previous_turn, self.agent, surface)
         if changed is not None:
-            for event in await self._logged(SurfaceChangeEntry(self.agent, changed)):
-                yield event
+            opening.append(SurfaceChangeEntry(self.agent, changed))
         if self.message is not None:
-            for earlier in self.history:
-                seed = SeedEntry(earlier.role, earlier.text)
-                await self._logged(seed)
-            await self._logged(UserEntry(self.message))
+            opening += [SeedEntry(earlier.role, earlier.text) for earlier in self.history]
+            opening.append(UserEntry(self.message))
+        label = " ".join((self.message or "(confirmation)").split())[:LABEL_CHARS]
+        record = AgentRunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
+        if opening:
+            for event in await self._logged(*opening, kept=Bookkeeping(starts_run=record)):
+                yield event  # the seeds and the message stream nothing
+            self._root_started = True
 
         pending_ids = {p.call_id for p in waiting} if self.message is None else set()
         pending_ids |= answering
         conversation = SessionConversation(view, pending_ids, self._compactor())
-        label = " ".join((self.message or "(confirmation)").split())[:LABEL_CHARS]
         async with aclosing(
-            self._root_run(definition, surface, caller, conversation, label)
+            self._root_run(definition, surface, caller, conversation, record)
         ) as run:
             async for event in run:
                 yield event
@@ -324,8 +348,11 @@ class Turn:
         caller = self.caller.surface_context(self.agent, self.context)
         surface = self._scope.resolve(self.agent, caller)
         conversation = SessionConversation(view, set(), self._compactor())
+        record = AgentRunRecord(
+            self.run_id, self.session.id, None, 0, self.agent, "(continued)", utc_now()
+        )
         async with aclosing(
-            self._root_run(definition, surface, caller, conversation, "(continued)", continuation)
+            self._root_run(definition, surface, caller, conversation, record, continuation)
         ) as run:
             async for event in run:
                 yield event
@@ -336,12 +363,11 @@ class Turn:
         surface: Surface,
         caller: SurfaceContext,
         conversation: SessionConversation,
-        label: str,
+        record: AgentRunRecord,
         continuation: Continuation | None = None,
     ) -> AsyncGenerator[Event]:
         """The turn's root run, to its end; `self.reason` says how it ended."""
         bundle, storage, session = self.bundle, self.services.storage, self.session
-        record = AgentRunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
 
         async def prepare() -> RunSpec:
             model = await self.services.models.model(
@@ -389,6 +415,8 @@ class Turn:
                 self._log,
                 resume=self.resume,
                 continuation=continuation,
+                started=self._root_started,
+                ended=self._root_ended,
             )
         ) as run:
             async for item in run:
@@ -403,6 +431,9 @@ class Turn:
         self.reason = result.outcome.reason
         if result.pending is not None:
             await self._save_pending(result.pending.call, result.pending.used)
+
+    def _root_ended(self, result: RunResult) -> None:
+        self._root_result = result
 
     async def _deny_waiting(
         self,
@@ -482,9 +513,12 @@ class Turn:
         for call_id, name in self._view.unanswered(pending):
             await self._logged(ToolResultEntry.interrupted(call_id, name))
 
-    async def _logged(self, entry: LogEntry) -> list[Event]:
-        """Write an entry of the root run; the events it stands for on the wire."""
-        return await self._log.record(entry, run_id=self.run_id, agent=self.agent)
+    async def _logged(self, *entries: LogEntry, kept: Bookkeeping = NO_BOOKKEEPING) -> list[Event]:
+        """Write entries of the root run in one step (with what it `kept`); the events they
+        stand for on the wire."""
+        if not entries:
+            return []
+        return await self._log.record(*entries, run_id=self.run_id, agent=self.agent, kept=kept)
 
 
 def new_run_id() -> str:
