@@ -454,6 +454,16 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         END;
         """,
     ),
+    Migration(
+        "m016_usage_indexes_the_sums_replace",
+        # A session's spend is read from its daily sums and an owner's day from theirs
+        # (m009), so nothing reads the calls by owner and day or by session any more, and
+        # each model call's commit wrote two index pages for them.
+        """
+        DROP INDEX usage_by_owner_day;
+        DROP INDEX usage_by_session;
+        """,
+    ),
 )
 """SQLite's schema history. Append only (see the module docstring)."""
 
@@ -757,6 +767,16 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE usage_days ADD COLUMN kind TEXT NOT NULL DEFAULT 'run';
         ALTER TABLE usage_days DROP CONSTRAINT usage_days_pkey;
         ALTER TABLE usage_days ADD PRIMARY KEY (day, agent, model, owner_key, scope_id, kind);
+        """,
+    ),
+    Migration(
+        "m016_usage_indexes_the_sums_replace",
+        # A session's spend is read from its daily sums and an owner's day from theirs
+        # (m009), so nothing reads the calls by owner and day or by session any more, and
+        # each model call's commit wrote two index pages for them.
+        """
+        DROP INDEX usage_by_owner_day;
+        DROP INDEX usage_by_session;
         """,
     ),
 )

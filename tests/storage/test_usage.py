@@ -50,6 +50,10 @@ async def test_spend_is_summed_per_session_and_per_owner_and_utc_day(storage: St
     assert await storage.owner_spent(None, day) == Spend(1_100, 0.5)
     assert (await storage.owner_spent("alice", "2025-01-03")).cost_usd == pytest.approx(12.0)
     assert (await storage.session_spent("s2")).cost_usd == pytest.approx(0.02)
+    # Every call of a session, whatever its day or owner.
+    assert await storage.session_spent("s1") == Spend(5_500, pytest.approx(13.51))
+    await storage.record_usage(call(session_id="s3", cost_usd=None))  # a price nobody knows
+    assert await storage.session_spent("s3") == Spend(1_100, 0.0)
     assert await storage.session_spent("unknown") == Spend(0, 0.0)
 
 
