@@ -192,14 +192,11 @@ def test_only_commands_that_exit_at_once_turn_the_garbage_collector_off() -> Non
 def test_one_shot_commands_skip_pydantic_s_plugin_scan_and_give_the_switch_back() -> None:
     # pydantic looks for plugins in every installed distribution's entry points when it
     # builds its first validator; a command that checks files and exits never scans.
-    probe = (
-        "import os, sys\n"
-        + _RUN.replace(
-            "print(json.dumps(",
-            "from pydantic.plugin import _loader\n"
-            "print(_loader._plugins is None, os.environ.get('PYDANTIC_DISABLE_PLUGINS'),"
-            " json.dumps(",
-        )
+    probe = "import os, sys\n" + _RUN.replace(
+        "print(json.dumps(",
+        "from pydantic.plugin import _loader\n"
+        "print(_loader._plugins is None, os.environ.get('PYDANTIC_DISABLE_PLUGINS'),"
+        " json.dumps(",
     )
     environ = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
 
