@@ -6,6 +6,7 @@ import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -465,9 +466,30 @@ async def test_done_without_a_finish_reason_completes_the_answer() -> None:
     assert final.text == "Fine." and final.finish_reason is None
 
 
+async def test_a_stream_cut_mid_line_and_mid_character_with_crlf_reads_whole() -> None:
+    # Lines are split on the bytes: a read may end inside a line or inside a character.
+    text = "Grüße aus 世界 🦜, the whole way."
+    events = [
+        {"model": "m", "choices": [{"index": 0, "delta": {"content": text[:9]}}]},
+        {"model": "m", "choices": [{"index": 0, "delta": {"content": text[9:]}}]},
+        {"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    body = b": a comment\r\n\r\n" + b"".join(
+        b"event: chunk\r\ndata: %s\r\n\r\n" % json.dumps(e, ensure_ascii=False).encode()
+        for e in events
+    )
+    body += b"data: [DONE]"  # the last line without its end
+    with _one_answer(body, pieces=3) as url:
+        async with OpenAIModel.for_endpoint(ModelEndpoint("m", url, "k")) as client:
+            deltas, final = await collect(client)
+    assert "".join(deltas) == text
+    assert (final.text, final.finish_reason) == (text, "stop")
+
+
 @contextmanager
-def _one_answer(body: bytes) -> Iterator[str]:
-    """A server that answers one request with `body` as a 200 event stream; its base URL."""
+def _one_answer(body: bytes, pieces: int | None = None) -> Iterator[str]:
+    """A server that answers one request with `body` as a 200 event stream (sent `pieces`
+    bytes at a time when given); its base URL."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -480,7 +502,14 @@ def _one_answer(body: bytes) -> Iterator[str]:
                 "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                 f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
             )
-            connection.sendall(head.encode() + body)
+            if pieces is None:
+                connection.sendall(head.encode() + body)
+                return
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection.sendall(head.encode())
+            for start in range(0, len(body), pieces):  # `pieces` bytes a read
+                connection.sendall(body[start : start + pieces])
+                time.sleep(0.001)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
