@@ -53,6 +53,8 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_SECONDS = 10.0
 """How long an operation waits for another process's write lock before failing."""
+WAL_CHECKPOINT_PAGES = 4000
+"""The WAL's length, in pages, at which a commit checkpoints it into the database file."""
 _FIRST_PAUSE, _LONGEST_PAUSE = 0.0005, 0.01  # between tries on a locked database, seconds
 
 Connection = sqlite3.Connection
@@ -211,6 +213,11 @@ def _connect(path: Path) -> Connection:
     try:
         mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         connection.execute("PRAGMA synchronous = NORMAL")
+        # A checkpoint copies each page the WAL holds once, however often it was written:
+        # a turn rewrites the same few (its session's row, the day's sums), so checkpoints
+        # four times rarer than SQLite's default copy them a quarter as often (~2% of a
+        # turn's CPU), for a WAL of up to 16 MB.
+        connection.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         connection.execute("PRAGMA foreign_keys = ON")
         # Set up on a worker thread, where SQLite's busy handler may sleep (the connect
         # timeout); from now on a locked database is reported at once and `_execute` waits.

@@ -19,7 +19,7 @@ from runtime.storage import (
 )
 from runtime.storage import sqlite as sqlite_backend
 from runtime.storage.migrations import SQLITE_MIGRATIONS, Migration
-from runtime.storage.sqlite import SqliteStorage
+from runtime.storage.sqlite import WAL_CHECKPOINT_PAGES, SqliteStorage
 
 from ._helpers import session_record
 
@@ -55,6 +55,8 @@ async def test_the_database_runs_in_wal_mode_with_foreign_keys_enforced(tmp_path
         connection = storage._connection  # type: ignore[attr-defined]
         assert connection.execute("PRAGMA foreign_keys").fetchone()[0] == 1
         assert connection.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+        checkpoint = connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        assert checkpoint == WAL_CHECKPOINT_PAGES > 1000  # rarer than SQLite's default
     finally:
         await storage.close()
 
