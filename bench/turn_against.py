@@ -4,19 +4,23 @@ One turn with three sequential tool calls (four model calls), as `bench.peers` r
 on the same scripted model server, by `bench._worker` processes of each tree: several
 processes per tree, so that no tree's figure rests on one process's luck (its memory
 layout and hash seed move a process's speed by a few per cent, which a single pair of
-processes reads as a difference between the trees), and every round visits every
-process, in the reverse order on every other round, so drift on a shared machine falls
-on both trees alike.
+processes reads as a difference between the trees). A round runs one short batch on
+every process, in the reverse order on every other round; the machine's speed drifts by
+tens of per cent within seconds on a shared host, so the figure that counts is the ratio
+within each round (this tree's batches against the other's, a fraction of a second
+apart), and the median of those ratios over the run.
 
-    python -m bench.turn_against /work/previous-main                 # 3 processes a tree, 6 rounds
-    python -m bench.turn_against /work/previous-main --processes 4 --rounds 8
+    python -m bench.turn_against /work/previous-main                 # 2 processes a tree
+    python -m bench.turn_against /work/previous-main --processes 3 --rounds 300
     python -m bench.turn_against /work/previous-main --json
 
 Each tree runs its own `bench._worker` and `runtime` (PYTHONPATH and the working
 directory set to the tree), on this interpreter, with bytecode cached. The model server
-is this tree's, as `bench.peers` runs it, on CPU 0; the workers share CPU 1. It prints
-the CPU milliseconds a turn (`time.process_time` over each batch, median and minimum
-over every batch of the tree) and the ratios this / other.
+is this tree's, as `bench.peers` runs it, on CPU 0; the workers share CPU 1. The
+collector runs as it would (no collection forced between batches). It prints the CPU
+milliseconds a turn (`time.process_time` over each batch: median and minimum over every
+batch of the tree) and the ratios this / other: the median of the rounds' ratios, and
+the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -35,15 +39,16 @@ HERE = Path(__file__).resolve().parents[1]
 
 
 def _cpu_ms_a_turn(worker: Worker, turns: int) -> float:
-    return float(worker.ask(op="turns", n=turns)["cpu_seconds"]) * 1000 / turns
+    answer = worker.ask(op="turns", n=turns, gc=False)
+    return float(answer["cpu_seconds"]) * 1000 / turns
 
 
 def measure(
     trees: dict[str, Path], contender: str, processes: int, rounds: int, turns: int
-) -> dict[str, list[float]]:
-    """CPU ms a turn of every batch, by tree name."""
-    batches: dict[str, list[float]] = {name: [] for name in trees}
+) -> list[dict[str, list[float]]]:
+    """Each round's CPU ms a turn of every batch, by tree name."""
     cpus = Cpus()
+    measured: list[dict[str, list[float]]] = []
     with model_servers(cpus) as (urls, _):
         # Started alternately, so neither tree's processes are all the older ones.
         workers = [
@@ -55,22 +60,28 @@ def measure(
             for _, worker in workers:
                 worker.ready = worker.read()  # warmed up
             for round_ in range(rounds):
+                batches: dict[str, list[float]] = {name: [] for name in trees}
                 for name, worker in workers if round_ % 2 == 0 else workers[::-1]:
                     batches[name].append(_cpu_ms_a_turn(worker, turns))
+                measured.append(batches)
         finally:
             for _, worker in workers:
                 worker.stop()
-    return batches
+    return measured
 
 
-def summary(batches: dict[str, list[float]]) -> dict[str, Any]:
-    this, other = batches["this"], batches["other"]
+def summary(rounds: list[dict[str, list[float]]]) -> dict[str, Any]:
+    every = {name: [b for round_ in rounds for b in round_[name]] for name in rounds[0]}
+    ratios = [statistics.mean(r["this"]) / statistics.mean(r["other"]) for r in rounds]
+    half = len(ratios) // 2
     return {
         name: {"median": statistics.median(values), "min": min(values), "batches": values}
-        for name, values in batches.items()
+        for name, values in every.items()
     } | {
-        "ratio_median": statistics.median(this) / statistics.median(other),
-        "ratio_min": min(this) / min(other),
+        "ratio": statistics.median(ratios),
+        "ratio_halves": [statistics.median(ratios[:half]), statistics.median(ratios[half:])],
+        "ratio_median": statistics.median(every["this"]) / statistics.median(every["other"]),
+        "ratio_min": min(every["this"]) / min(every["other"]),
     }
 
 
@@ -86,10 +97,13 @@ def _table(result: dict[str, Any], trees: dict[str, Path], processes: int, turns
             f"{name:6s} {row['median']:7.3f} / {row['min']:7.3f}   "
             f"({len(row['batches'])} batches)  {tree}"
         )
+    first, second = result["ratio_halves"]
     lines += [
         "",
-        f"this / other: {result['ratio_median']:.3f} (medians), "
-        f"{result['ratio_min']:.3f} (minimums)",
+        f"this / other: {result['ratio']:.3f} (median of the rounds' ratios; "
+        f"{first:.3f} in the first half of the run, {second:.3f} in the second)",
+        f"              {result['ratio_median']:.3f} (ratio of the medians), "
+        f"{result['ratio_min']:.3f} (of the minimums)",
         f"load average (1 min) {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs",
     ]
     return "\n".join(lines)
@@ -98,9 +112,9 @@ def _table(result: dict[str, Any], trees: dict[str, Path], processes: int, turns
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.turn_against", description=__doc__)
     parser.add_argument("other", type=Path, help="the other checkout (a git worktree)")
-    parser.add_argument("--processes", type=int, default=3, help="worker processes a tree")
-    parser.add_argument("--rounds", type=int, default=6, help="batches each process runs")
-    parser.add_argument("--turns", type=int, default=200, help="turns a batch")
+    parser.add_argument("--processes", type=int, default=2, help="worker processes a tree")
+    parser.add_argument("--rounds", type=int, default=200, help="batches each process runs")
+    parser.add_argument("--turns", type=int, default=10, help="turns a batch")
     parser.add_argument("--contender", default="amodal", help="a name of bench._contenders")
     parser.add_argument("--json", action="store_true", help="one JSON object")
     args = parser.parse_args(argv)
