@@ -280,8 +280,7 @@ class Turn:
         if self.message is not None:
             opening += [SeedEntry(earlier.role, earlier.text) for earlier in self.history]
             opening.append(UserEntry(self.message))
-        label = " ".join((self.message or "(confirmation)").split())[:LABEL_CHARS]
-        record = AgentRunRecord(self.run_id, session.id, None, 0, self.agent, label, utc_now())
+        record = self._root_record(" ".join((self.message or "(confirmation)").split()))
         if opening:
             for event in await self._logged(*opening, kept=Bookkeeping(starts_run=record)):
                 yield event  # the seeds and the message stream nothing
@@ -348,9 +347,7 @@ class Turn:
         caller = self.caller.surface_context(self.agent, self.context)
         surface = self._scope.resolve(self.agent, caller)
         conversation = SessionConversation(view, set(), self._compactor())
-        record = AgentRunRecord(
-            self.run_id, self.session.id, None, 0, self.agent, "(continued)", utc_now()
-        )
+        record = self._root_record("(continued)")
         async with aclosing(
             self._root_run(definition, surface, caller, conversation, record, continuation)
         ) as run:
@@ -431,6 +428,12 @@ class Turn:
         self.reason = result.outcome.reason
         if result.pending is not None:
             await self._save_pending(result.pending.call, result.pending.used)
+
+    def _root_record(self, label: str) -> AgentRunRecord:
+        """The record of the turn's root run as it starts."""
+        return AgentRunRecord(
+            self.run_id, self.session.id, None, 0, self.agent, label[:LABEL_CHARS], utc_now()
+        )
 
     def _root_ended(self, result: RunResult) -> None:
         self._root_result = result
