@@ -82,3 +82,25 @@ async def test_a_process_keeps_a_bounded_number_of_sessions_and_their_prompts_st
     assert "You started on the review page." in (requests[0].system or "")
     assert requests[6].last_user == "again"
     assert requests[6].system == requests[0].system
+
+
+async def test_a_sessions_prompt_is_kept_from_its_first_turn_even_when_its_model_call_failed(
+    make_repo: Callable[..., Path], scripted_model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The prompt is written with the run's first step, here its error: a later turn that
+    # reads the session back from its log sends the model the same bytes.
+    from runtime.engine import view
+
+    monkeypatch.setattr(view, "KEPT_SESSIONS", 1)
+    repo = make_repo({"agents/default/AGENT.md": "You started on the {{ scope.page }} page.\n"})
+    scripted_model.error(400, "refused").reply("elsewhere").reply("ok")
+    async with Runtime.open(repo) as rt:
+        failed = await rt.chat("hi", context={"page": "review"})
+        await rt.chat("hi", context={"page": "other"})  # pushes the first session out
+        await rt.chat("again", session_id=failed.session_id, context={"page": "home"})
+        logged = await rt.storage.list_events(failed.session_id)
+    assert failed.reason == "error"
+    assert [e.type for e in logged][:5] == ["turn", "user", "prompt", "error", "done"]
+    first, _, again = scripted_model.requests
+    assert "You started on the review page." in (first.system or "")
+    assert again.last_user == "again" and again.system == first.system

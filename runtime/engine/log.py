@@ -984,6 +984,13 @@ class SessionLog:
         """Told of every entry as it is appended (the session's view)."""
         self._streamed: set[str] = set()
         self._lock = anyio.Lock(fast_acquire=True)  # no checkpoint when nobody waits
+        self._staged: tuple[str, LogEntry] | None = None
+
+    def stage(self, entry: LogEntry, run_id: str) -> None:
+        """Write `entry` with the next entries of run `run_id`, in their step: an entry
+        nothing needs in the log before that step (a turn's new prompt) costs no
+        transaction of its own."""
+        self._staged = (run_id, entry)
 
     def stream_run(self, run_id: str) -> None:
         """Publish the entries of this (specialist) run to the sink from now on."""
@@ -1000,6 +1007,8 @@ class SessionLog:
         """`Recorder.record`, and what the step `kept` (the turn's own steps)."""
         with anyio.CancelScope(shield=True):  # the append, and telling the view of it
             async with self._lock:
+                if self._staged is not None and self._staged[0] == run_id:
+                    entries, self._staged = (self._staged[1], *entries), None
                 logged = await _append_all(
                     self._storage,
                     self._session_id,

@@ -374,7 +374,7 @@ class Turn:
                 session_id=session.id,
                 run_id=self.run_id,
                 agent=self.agent,
-                system_prompt=await self._system_prompt(definition, surface),
+                system_prompt=self._system_prompt(definition, surface),
                 context_prompt=per_turn_prompt(
                     await self._scope.memory_prompt(definition, caller),
                     context_prompt(definition, self.context),
@@ -486,9 +486,10 @@ class Turn:
         await self._logged(HandoffEntry(note))
         return changed
 
-    async def _system_prompt(self, agent: AgentDefinition | None, surface: Surface) -> str:
+    def _system_prompt(self, agent: AgentDefinition | None, surface: Surface) -> str:
         """The session's prompt: the stored one while its key holds (byte-stable across turns
-        and restarts), else a new one, recorded for the next turns."""
+        and restarts), else a new one, recorded for the next turns with the run's first
+        step (a turn that dies before it renders the same prompt again)."""
         cache = self._view.rendered
         stored = self._view.prompt
         if not cache.key and stored is not None:
@@ -496,7 +497,7 @@ class Turn:
         before = cache.key
         text = cache.get(self.bundle, agent, surface, self.context)
         if cache.key != before:
-            await self._logged(PromptEntry(text, cache.key))
+            self._log.stage(PromptEntry(text, cache.key), self.run_id)
         return text
 
     def _compactor(self) -> Compactor:
